@@ -1,0 +1,88 @@
+"""Bandwidth-sharing models of the flow engine: ideal max-min, and a DCQCN-aware correction.
+
+``maxmin``
+    Max-min fair progressive filling (:mod:`netsim.flow.maxmin`): what an ideal congestion
+    control converges to, and what the packet engine gives with CC ``none`` on long flows
+    (lossless PFC fabric, fair round-robin egress scheduling).
+
+``dcqcn``
+    Max-min on *derated* capacities. DCQCN (Zhu et al., SIGCOMM 2015) holds a congested queue
+    around the ECN marking band by cutting rates on CNPs and recovering over the 300 us / byte
+    counter timers (NIC defaults in ``shared/reference/nccl-roce.md`` 5.1); the rate sawtooth
+    leaves a congested link slightly under-used, while an uncontended flow keeps line rate.
+    We model that as a link efficiency ``eta`` applied to every link that carries two or more
+    QPs and is saturated in the max-min solution, then fill again. We chose this calibrated
+    correction over integrating the paper's fluid ODEs because the ODEs need microsecond steps
+    (feedback delay, 55 us timers) and so cost the same order as packet simulation at scale,
+    while the steady-state effect on long flows is one number per contended link that the
+    packet engine measures directly. ``eta`` is fitted against the packet engine
+    (``docs/validation.md``, "Flow engine vs packet engine").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.flow.maxmin import Incidence, link_load, maxmin_rates
+
+MODELS = ("maxmin", "dcqcn")
+
+
+@dataclass(frozen=True)
+class SharingModel:
+    """How concurrent flows share links.
+
+    Attributes
+    ----------
+    name : str
+        ``maxmin`` or ``dcqcn``.
+    dcqcn_efficiency : float
+        Fraction of a contended link's capacity DCQCN flows obtain together (``dcqcn`` only).
+    wire_efficiency : float
+        Payload fraction of the line rate (headers); 1.0 reports rates as line rate.
+    """
+
+    name: str = "maxmin"
+    dcqcn_efficiency: float = 0.97
+    wire_efficiency: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in MODELS:
+            raise ValueError(f"model={self.name!r}: choose one of {', '.join(MODELS)}")
+        if not 0 < self.dcqcn_efficiency <= 1:
+            raise ValueError(f"dcqcn_efficiency={self.dcqcn_efficiency}: must be in (0, 1]")
+        if not 0 < self.wire_efficiency <= 1:
+            raise ValueError(f"wire_efficiency={self.wire_efficiency}: must be in (0, 1]")
+
+    def rates(self, inc: Incidence, capacity_bps: np.ndarray,
+              active: np.ndarray | None = None) -> np.ndarray:
+        """Rate of every flow (bits/s of payload) for the active set."""
+        cap = np.asarray(capacity_bps, np.float64) * self.wire_efficiency
+        rate = maxmin_rates(inc, cap, active)
+        if self.name == "maxmin":
+            return rate
+        return self._dcqcn(inc, cap, active, rate)
+
+    def _dcqcn(self, inc, cap, active, rate):
+        on = np.ones(inc.num_flows, bool) if active is None else np.asarray(active, bool)
+        sel = on[inc.e_flow]
+        qps = np.bincount(inc.e_link[sel], weights=inc.e_weight[sel], minlength=inc.num_links)
+        load = link_load(inc, np.where(on, rate, 0.0))
+        contended = (qps >= 2) & (load >= cap * (1 - 1e-6))
+        if not contended.any():
+            return rate
+        derated = np.where(contended, cap * self.dcqcn_efficiency, cap)
+        return maxmin_rates(inc, derated, active)
+
+
+def make_model(model: str | SharingModel | None) -> SharingModel:
+    """Accept a model name, a :class:`SharingModel`, or None (max-min)."""
+    if model is None:
+        return SharingModel()
+    if isinstance(model, SharingModel):
+        return model
+    if model == "none":  # the packet engine's CC name for "no congestion control"
+        return SharingModel("maxmin")
+    return SharingModel(str(model))
