@@ -1,0 +1,177 @@
+"""GPT model shapes and their FLOP counts.
+
+Presets (``MODELS``) carry their source:
+
+* GPT-3 family: Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
+  (n_layers, d_model, n_heads; context 2048; BPE vocabulary 50,257).
+* Megatron-LM: Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+  Clusters Using Megatron-LM" (arXiv:2104.04473), Table 1 (sequence 2048, vocabulary 51,200).
+* MegaScale: Jiang et al., NSDI'24 (arXiv:2402.15627), Table 1 (sequence 2048, vocabulary
+  64,000); see ``shared/reference/nccl-roce.md`` section 1.7.
+
+FLOP counts follow Narayanan et al. 2021 section 5.1 (Eq. 3): a transformer layer's forward
+pass costs ``24 b s h^2 + 4 b s^2 h`` with a 4h feed-forward (we use the general
+``2 b s (4 h^2 + 2 h f) + 4 b s^2 h`` for a feed-forward width ``f``), the logit layer
+``2 b s h V``; backward costs twice the forward. Model FLOPs (MFU, as PaLM and MegaScale
+define it) exclude activation recomputation; hardware FLOPs (Megatron's "achieved
+teraFLOP/s") include the recomputed forward of the transformer layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+BF16_BYTES = 2  # bytes per activation / gradient element in mixed precision
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelConfig:
+    """Shape of a decoder-only GPT."""
+
+    name: str = "custom"
+    """Preset name, for reports."""
+    layers: int
+    """Number of transformer layers."""
+    hidden: int
+    """Model width h (d_model)."""
+    heads: int
+    """Attention heads a."""
+    ffn_hidden: int = 0
+    """Feed-forward width f; 0 means 4 h."""
+    seq: int = 2048
+    """Sequence length s in tokens."""
+    vocab: int = 51200
+    """Vocabulary size V."""
+
+    def __post_init__(self) -> None:
+        for field in ("layers", "hidden", "heads", "seq", "vocab"):
+            if getattr(self, field) <= 0:
+                raise ValueError(f"model.{field} must be positive, got {getattr(self, field)}")
+        if self.ffn_hidden < 0:
+            raise ValueError("model.ffn_hidden must be >= 0 (0 means 4 x hidden)")
+        if self.hidden % self.heads:
+            raise ValueError(f"model.hidden {self.hidden} is not divisible by heads {self.heads}")
+
+    @property
+    def ffn(self) -> int:
+        """Feed-forward width in use."""
+        return self.ffn_hidden or 4 * self.hidden
+
+    def replace(self, **changes) -> ModelConfig:
+        """Return a copy with ``changes`` applied (``None`` values are ignored)."""
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    # ---- parameters -------------------------------------------------------------------------
+    def layer_params(self) -> int:
+        """Weights and biases of one transformer layer (attention, MLP, two layer norms)."""
+        h, f = self.hidden, self.ffn
+        return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+
+    def embedding_params(self) -> int:
+        """Token and position embeddings (the logit layer shares the token embedding)."""
+        return self.vocab * self.hidden + self.seq * self.hidden
+
+    def params(self) -> int:
+        """Total parameter count."""
+        return self.layers * self.layer_params() + self.embedding_params() + 2 * self.hidden
+
+    # ---- FLOPs per sequence ----------------------------------------------------------------
+    def layer_gemm_flops_fwd(self, tokens: int) -> float:
+        """Dense-GEMM FLOPs of one layer's forward over ``tokens`` tokens (QKV, proj, MLP)."""
+        h, f = self.hidden, self.ffn
+        return 2.0 * tokens * (4 * h * h + 2 * h * f)
+
+    def layer_attn_flops_fwd(self, tokens: int) -> float:
+        """Attention score and context batched-matmul FLOPs of one layer's forward."""
+        return 4.0 * tokens * self.seq * self.hidden
+
+    def layer_flops_fwd(self, tokens: int) -> float:
+        """All matmul FLOPs of one layer's forward pass."""
+        return self.layer_gemm_flops_fwd(tokens) + self.layer_attn_flops_fwd(tokens)
+
+    def logit_flops_fwd(self, tokens: int) -> float:
+        """FLOPs of the output (logit) projection's forward."""
+        return 2.0 * tokens * self.hidden * self.vocab
+
+    def model_flops(self, tokens: int) -> float:
+        """Model FLOPs of one training step over ``tokens`` tokens (fwd + bwd, no recompute).
+
+        Equals ``72 B s l h^2 (1 + s/6h + V/12lh)`` for a 4h feed-forward.
+        """
+        return 3.0 * (self.layers * self.layer_flops_fwd(tokens) + self.logit_flops_fwd(tokens))
+
+    def hardware_flops(self, tokens: int, recompute: bool = True) -> float:
+        """FLOPs executed with full activation recomputation (Narayanan et al. 2021 Eq. 3).
+
+        Equals ``96 B s l h^2 (1 + s/6h + V/16lh)`` for a 4h feed-forward.
+        """
+        extra = self.layers * self.layer_flops_fwd(tokens) if recompute else 0.0
+        return self.model_flops(tokens) + extra
+
+    # ---- memory traffic of the non-GEMM (element-wise) kernels -------------------------------
+    def layer_elementwise_bytes_fwd(self, tokens: int, micro_batch: int, tp: int,
+                                    flash_attention: bool = False) -> float:
+        """HBM bytes moved by one layer's element-wise kernels in the forward, per GPU.
+
+        Proxy: the activation footprint of a layer given by Korthikanti
+        et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", Eq. 2):
+        ``s b h (34 + 5 a s / h)`` bytes, split over ``tp``. Flash attention removes the
+        ``a s^2`` softmax terms.
+        """
+        s, h, a = self.seq, self.hidden, self.heads
+        per_seq = s * h * 34.0 + (0.0 if flash_attention else 5.0 * a * s * s)
+        return per_seq * (tokens / s) / tp
+
+
+def _gpt3(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, seq=2048, vocab=50257)
+
+
+def _megatron(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
+    return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, seq=2048, vocab=51200)
+
+
+# GPT-3 paper Table 2.1. Two rows are not self-consistent in the table: 13B prints d_model
+# 5140 with 40 heads of 128 (we use 5120 = 40 x 128) and XL prints 24 heads of 128 for
+# d_model 2048 (we use 16 heads of 128). FLOPs do not depend on the head count.
+MODELS: dict[str, ModelConfig] = {
+    m.name: m
+    for m in (
+        _gpt3("gpt3-125m", 12, 768, 12),
+        _gpt3("gpt3-350m", 24, 1024, 16),
+        _gpt3("gpt3-760m", 24, 1536, 16),
+        _gpt3("gpt3-1.3b", 24, 2048, 16),
+        _gpt3("gpt3-2.7b", 32, 2560, 32),
+        _gpt3("gpt3-6.7b", 32, 4096, 32),
+        _gpt3("gpt3-13b", 40, 5120, 40),
+        _gpt3("gpt3-175b", 96, 12288, 96),
+        # Megatron-LM 2021 Table 1 rows (name = parameter count in the table).
+        _megatron("megatron-1.7b", 24, 2304, 24),
+        _megatron("megatron-3.6b", 30, 3072, 32),
+        _megatron("megatron-7.5b", 36, 4096, 32),
+        _megatron("megatron-18b", 40, 6144, 48),
+        _megatron("megatron-39b", 48, 8192, 64),
+        _megatron("megatron-76b", 60, 10240, 80),
+        _megatron("megatron-145b", 80, 12288, 96),
+        _megatron("megatron-310b", 96, 16384, 128),
+        _megatron("megatron-530b", 105, 20480, 128),
+        _megatron("megatron-1t", 128, 25600, 160),
+        _megatron("megatron-gpt3-175b", 96, 12288, 96),
+        # MegaScale Table 1.
+        ModelConfig(name="megascale-175b", layers=96, hidden=12288, heads=128, seq=2048,
+                    vocab=64000),
+        ModelConfig(name="megascale-530b", layers=105, hidden=20480, heads=160, seq=2048,
+                    vocab=64000),
+        # Tiny shapes for tests and the CPU trainer.
+        ModelConfig(name="tiny", layers=4, hidden=64, heads=4, seq=32, vocab=256),
+    )
+}
+
+
+def get_model(name: str) -> ModelConfig:
+    """Return the preset ``name``; raise ``ValueError`` listing the choices if unknown."""
+    try:
+        return MODELS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(MODELS)}") from None

@@ -1,0 +1,183 @@
+"""The job description (``JobSpec``), its overlap switches, and the rank grid of a 3D job.
+
+Rank order follows Megatron-Core's default ``tp-cp-ep-dp-pp`` (innermost first, here
+``tp-dp-pp``): ``rank = tp_rank + tp * (dp_rank + dp * pp_rank)``
+(``shared/reference/nccl-roce.md`` section 6.1). A placement maps rank -> GPU index on the
+fabric; without one, rank r runs on GPU r, the linear order a scheduler hands out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from netsim.models import ModelConfig, get_model
+
+AXES = ("tp", "dp", "pp")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Overlap:
+    """Which communication runs under computation. Defaults are Megatron-LM's out of the box.
+
+    Megatron-LM's arguments default ``--overlap-grad-reduce``, ``--overlap-param-gather``,
+    ``--use-distributed-optimizer``, ``--overlap-p2p-communication`` and ``--tp-comm-overlap``
+    to off; MegaScale (section 3.3) turns all of them on (``Overlap.megascale()``).
+    """
+
+    dp_grad_reduce: bool = False
+    """DP gradient reduction runs bucket by bucket under the backward pass."""
+    dp_param_gather: bool = False
+    """Distributed-optimizer parameter all-gather runs under the next forward pass."""
+    pp_send_recv: bool = False
+    """Pipeline sends do not block the sending stage (off the critical path)."""
+    tp_comm: bool = False
+    """Tensor-parallel collectives are hidden behind the GEMMs (exposed = max(0, comm - gemm))."""
+
+    @classmethod
+    def megascale(cls) -> Overlap:
+        """Every overlap MegaScale describes (DP, PP and TP, section 3.3)."""
+        return cls(dp_grad_reduce=True, dp_param_gather=True, pp_send_recv=True, tp_comm=True)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobSpec:
+    """One 3D-parallel training job. ``JobSpec.from_dict`` reads the YAML job-file keys."""
+
+    model: str = "gpt3-175b"
+    """Model preset name (``netsim.models.MODELS``)."""
+    gpu: str = "a100"
+    """Hardware preset name (``netsim.hardware.HARDWARE``)."""
+    gpus: int = 0
+    """World size; 0 means tp x pp x dp."""
+    tp: int = 1
+    """Tensor-parallel degree."""
+    pp: int = 1
+    """Pipeline-parallel degree (stages)."""
+    dp: int = 1
+    """Data-parallel degree."""
+    global_batch: int = 0
+    """Sequences per iteration; 0 means 4 x pp x dp x micro_batch (m = 4 pp micro-batches)."""
+    micro_batch: int = 1
+    """Sequences per micro-batch."""
+    seq: int | None = None
+    """Sequence length override."""
+    vocab: int | None = None
+    """Vocabulary override."""
+    layers: int | None = None
+    """Layer-count override."""
+    hidden: int | None = None
+    """Width override."""
+    heads: int | None = None
+    """Head-count override."""
+    virtual_stages: int = 1
+    """Model chunks per pipeline stage (interleaved 1F1B when > 1)."""
+    recompute: bool = False
+    """Full activation recomputation (Megatron ``--recompute-granularity full``)."""
+    distributed_optimizer: bool = False
+    """Shard optimizer state over DP: reduce-scatter grads, all-gather params."""
+    scatter_gather: bool = True
+    """Split pipeline activations over the TP ranks (Narayanan et al. 2021 section 4.1)."""
+    grad_bytes: int = 4
+    """Bytes per gradient element reduced over DP (Megatron reduces bf16 runs' grads in fp32)."""
+    order: str = "tp-dp-pp"
+    """Rank order, innermost axis first."""
+    overlap: Overlap = field(default_factory=Overlap)
+    """Communication/computation overlap switches."""
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def world(self) -> int:
+        """Number of ranks."""
+        return self.tp * self.pp * self.dp
+
+    @property
+    def batch(self) -> int:
+        """Global batch in sequences (default applied)."""
+        return self.global_batch or 4 * self.pp * self.dp * self.micro_batch
+
+    @property
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per iteration, m = B / (dp b)."""
+        return self.batch // (self.dp * self.micro_batch)
+
+    def model_config(self) -> ModelConfig:
+        """The preset with this job's overrides applied."""
+        return get_model(self.model).replace(seq=self.seq, vocab=self.vocab, layers=self.layers,
+                                             hidden=self.hidden, heads=self.heads)
+
+    def replace(self, **changes: Any) -> JobSpec:
+        """Return a validated copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
+        """Build from a mapping (a YAML job file); unknown keys raise ``ValueError``."""
+        data = dict(data)
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"job: unknown key(s) {unknown}; known keys: {sorted(names)}")
+        if isinstance(data.get("overlap"), Mapping):
+            okeys = {f.name for f in dataclasses.fields(Overlap)}
+            bad = sorted(set(data["overlap"]) - okeys)
+            if bad:
+                raise ValueError(f"job.overlap: unknown key(s) {bad}; known: {sorted(okeys)}")
+            data["overlap"] = Overlap(**data["overlap"])
+        elif data.get("overlap") == "megascale":
+            data["overlap"] = Overlap.megascale()
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (round-trips through ``from_dict``)."""
+        return dataclasses.asdict(self)
+
+
+def validate(job: JobSpec) -> None:
+    """Refuse a configuration that cannot exist, naming the reason and the fix."""
+    for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "grad_bytes"):
+        if getattr(job, name) < 1:
+            raise ValueError(f"job.{name} must be >= 1, got {getattr(job, name)}")
+    if job.gpus and job.gpus != job.world:
+        raise ValueError(f"tp x pp x dp = {job.tp} x {job.pp} x {job.dp} = {job.world} "
+                         f"!= gpus {job.gpus}: change --gpus or the degrees")
+    if sorted(job.order.split("-")) != sorted(AXES):
+        raise ValueError(f"job.order {job.order!r} must name tp, dp and pp once, e.g. tp-dp-pp")
+    model = job.model_config()
+    stages = job.pp * job.virtual_stages
+    if model.layers % stages:
+        raise ValueError(f"layers {model.layers} not divisible by pp x virtual_stages = {stages}")
+    if model.hidden % job.tp or model.heads % job.tp:
+        raise ValueError(f"hidden {model.hidden} / heads {model.heads} not divisible by tp {job.tp}")
+    if job.batch % (job.dp * job.micro_batch):
+        raise ValueError(f"global batch {job.batch} not divisible by dp x micro_batch = "
+                         f"{job.dp * job.micro_batch}")
+    if job.virtual_stages > 1 and job.micro_batches % job.pp:
+        raise ValueError(f"interleaved schedule needs micro-batches ({job.micro_batches}) "
+                         f"divisible by pp ({job.pp}); change --global-batch")
+
+
+def rank_grid(job: JobSpec, placement: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
+    """GPU index of every rank as an array indexed ``[pp_rank, dp_rank, tp_rank]``.
+
+    ``placement[r]`` is the GPU (position in ``fabric.gpus``) of rank r; ``None`` is linear.
+    """
+    ranks = np.arange(job.world, dtype=np.int64)
+    gpu_of = ranks if placement is None else np.asarray(placement, dtype=np.int64)
+    if gpu_of.shape != (job.world,):
+        raise ValueError(f"placement has {gpu_of.size} entries; the job has {job.world} ranks")
+    if np.unique(gpu_of).size != gpu_of.size:
+        raise ValueError("placement maps two ranks to the same GPU")
+    sizes = {"tp": job.tp, "dp": job.dp, "pp": job.pp}
+    coords, rest = {}, ranks
+    for axis in job.order.split("-"):  # innermost first
+        coords[axis], rest = rest % sizes[axis], rest // sizes[axis]
+    grid = np.empty((job.pp, job.dp, job.tp), dtype=np.int64)
+    grid[coords["pp"], coords["dp"], coords["tp"]] = gpu_of
+    return grid
