@@ -49,3 +49,26 @@ def fake_sysfs(tmp_path: Path) -> Path:
     _write(net / "ecn" / "roce_np" / "min_time_between_cnps", "4")
     _write(net / "ecn" / "roce_np" / "cnp_dscp", "48")
     return root
+
+
+@pytest.fixture(scope="session")
+def small_clos():
+    """64 servers x 8 GPUs, 8 ToR sets, 1:1 ToRs without the 2x200G split: collisions matter."""
+    from topologies import clos3
+    from topologies.builders import Clos3Spec
+
+    return clos3(Clos3Spec(name="small-clos", servers=64, switch_radix=16, port_speed_gbps=200,
+                           nic_speed_gbps=200, tor_downlink_split=1, servers_per_tor_group=8))
+
+
+@pytest.fixture(scope="session")
+def small_job():
+    from netsim.workload import JobSpec
+
+    return JobSpec(model="gpt3-13b", tp=8, pp=2, dp=8, global_batch=128)
+
+
+@pytest.fixture(scope="session")
+def striped_free() -> list[int]:
+    """A scheduler that hands out servers round-robin over the 8 ToR sets (40 of 64)."""
+    return [s for r in range(8) for s in range(r, 64, 8)][:40]

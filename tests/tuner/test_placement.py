@@ -1,0 +1,85 @@
+"""Placement: topo <= linear <= random predicted time, fewer cross-ToR bytes, every GPU once."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tuner.placement import GpuLocality, compare_strategies, job_traffic, measure, place
+
+
+@pytest.fixture(scope="module")
+def compared(small_clos, small_job, striped_free):
+    return compare_strategies(small_clos, small_job, striped_free, seed=0,
+                              search_iterations=1500)
+
+
+def test_topo_beats_linear_beats_random(compared) -> None:
+    t = {k: p.iteration_s for k, p in compared.items()}
+    assert t["topo"] <= t["linear"] <= t["random"]
+    assert compared["topo"].cross_tor_bytes < compared["linear"].cross_tor_bytes
+
+
+def test_every_gpu_once_and_only_free_servers(compared, small_clos, small_job, striped_free) -> None:
+    gps = small_clos.gpus_per_server
+    allowed = {s * gps + i for s in striped_free for i in range(gps)}
+    for p in compared.values():
+        g = p.gpu_of_rank
+        assert g.size == small_job.world and np.unique(g).size == g.size
+        assert set(g.tolist()) <= allowed
+
+
+def test_tp_inside_server_and_dp_on_one_rail(compared, small_clos, small_job) -> None:
+    from netsim.workload import rank_grid
+
+    loc = GpuLocality.from_fabric(small_clos)
+    grid = rank_grid(small_job, compared["topo"].gpu_of_rank)   # [pp, dp, tp]
+    assert (loc.server[grid] == loc.server[grid][..., :1]).all()       # TP in one server
+    local = grid % small_clos.gpus_per_server
+    assert (local == local[:, :1, :]).all()                             # DP: same local GPU
+
+
+def test_traffic_closed_forms(small_job) -> None:
+    t = job_traffic(small_job)
+    m = small_job.model_config()
+    g = m.params() / (small_job.tp * small_job.pp) * small_job.grad_bytes
+    dp = small_job.dp
+    # ring all-reduce: every rank sends 2(n-1)/n of its gradient shard
+    assert t.total("dp") == pytest.approx(small_job.world * 2 * (dp - 1) / dp * g)
+    act = small_job.micro_batch * m.seq * m.hidden * 2 / small_job.tp
+    boundaries = (small_job.pp - 1) * small_job.dp * small_job.tp
+    assert t.total("pp") == pytest.approx(2 * boundaries * act * small_job.micro_batches)
+
+
+def test_cross_bytes_zero_inside_one_server(small_clos) -> None:
+    from netsim.workload import JobSpec
+
+    job = JobSpec(model="gpt3-1.3b", tp=8, pp=1, dp=1, global_batch=8)
+    p = place(small_clos, job, "topo", search_iterations=10)
+    assert p.cross_tor_bytes == 0 and p.hop_cost == 0
+    m = measure(p.gpu_of_rank, job_traffic(job), GpuLocality.from_fabric(small_clos))
+    assert m["cross_pod_bytes"] == 0
+
+
+def test_too_few_free_gpus(small_clos, small_job) -> None:
+    with pytest.raises(ValueError, match="free"):
+        place(small_clos, small_job, "topo", free_servers=list(range(4)))
+
+
+def test_cli_place_writes_trainer_file(tmp_path, capsys) -> None:
+    from tuner.cli import main
+
+    out = tmp_path / "placement.json"
+    rc = main(["place", "--fabric", "fat-tree-k8", "--model", "gpt3-1.3b", "--tp", "1",
+               "--pp", "2", "--dp", "8", "--global-batch", "32", "--iterations", "200",
+               "-o", str(out), "--json"])
+    assert rc == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["strategies"]) == {"topo", "linear", "random"}
+    placement = json.loads(out.read_text())
+    ranks = placement["ranks"]
+    assert [r["rank"] for r in ranks] == list(range(16))
+    assert {"rank", "host", "local_rank", "gpu"} <= set(ranks[0])
+    assert len({r["gpu"] for r in ranks}) == 16 and placement["torchrun_hosts"]

@@ -1,0 +1,69 @@
+"""Packaged example jobs and the shared job input of ``netsim place`` and ``netsim recommend``.
+
+A job is a YAML file whose keys are ``netsim predict``'s flags (``model``, ``gpu``, ``gpus``,
+``tp``, ``pp``, ``dp``, ``global_batch``, ``micro_batch``, ``seq``, ...: the fields of
+``netsim.workload.JobSpec``), the name of a packaged example (``gpt3-175b``, ``tiny``), or the
+same keys given as flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_HERE = Path(__file__).parent
+
+#: Flags accepted instead of (or on top of) a job file, with their types.
+JOB_FLAGS: dict[str, type] = {"model": str, "gpu": str, "gpus": int, "tp": int, "pp": int,
+                              "dp": int, "global_batch": int, "micro_batch": int, "seq": int,
+                              "vocab": int, "virtual_stages": int}
+
+
+def packaged_jobs() -> list[str]:
+    """Names of the example jobs shipped with the package."""
+    return sorted(p.stem for p in _HERE.glob("*.yaml"))
+
+
+def read_job_dict(spec: str) -> dict[str, Any]:
+    """Keys of a job file path or packaged example name."""
+    path = Path(spec)
+    if not path.is_file():
+        named = _HERE / f"{spec}.yaml"
+        if not named.is_file():
+            raise ValueError(f"--job {spec!r}: no such file and no packaged job of that name "
+                             f"(packaged: {', '.join(packaged_jobs())})")
+        path = named
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"job file {path}: expected a mapping of keys such as model, tp, pp, dp")
+    return data
+
+
+def load_job(spec: str | None = None, **overrides: Any):
+    """A ``netsim.workload.JobSpec`` from a file/name plus flag overrides (None ignored)."""
+    from netsim.workload import JobSpec
+
+    data = read_job_dict(spec) if spec else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    if not data:
+        raise ValueError("no job given: pass --job FILE|NAME or --model/--tp/--pp/--dp flags")
+    return JobSpec.from_dict(data)
+
+
+def add_job_arguments(p: argparse.ArgumentParser) -> None:
+    """``--job`` plus one flag per job key (``--global-batch`` for ``global_batch``)."""
+    p.add_argument("--job", default=None,
+                   help=f"job YAML file or packaged name ({', '.join(packaged_jobs())})")
+    g = p.add_argument_group("job as flags (override the file's keys)")
+    for key, typ in JOB_FLAGS.items():
+        g.add_argument("--" + key.replace("_", "-"), dest=f"job_{key}", type=typ, default=None,
+                       metavar=key.upper())
+
+
+def job_from_args(args: argparse.Namespace):
+    """The JobSpec the parsed ``--job`` and job flags describe."""
+    overrides = {k: getattr(args, f"job_{k}") for k in JOB_FLAGS}
+    return load_job(args.job, **overrides)

@@ -1,0 +1,411 @@
+"""Topology-aware rank placement: which GPU runs which rank of a 3D-parallel job.
+
+Strategies
+----------
+``linear``
+    Ranks in order onto the free GPUs in the order the scheduler lists the free servers.
+``random``
+    The free servers shuffled (seeded), then filled in rank order (TP stays in a server).
+``topo``
+    TP inside a server (NVLink). The job's traffic matrix (DP gradient rings, PP activation
+    chains, from the job's shapes) decides which group kind is heaviest; groups of that kind
+    are packed whole under one ToR set (best fit), then one pod, in stage order so that
+    neighbouring stages share a pod; every DP group sits at the same local GPU index in each
+    server, hence on one rail (MegaScale section 3.6; Megatron ``tp-dp-pp``,
+    ../shared/reference/nccl-roce.md sections 1.2, 1.5 and 6.1). A local search of block swaps
+    then lowers the hop-weighted traffic cost.
+
+The unit of placement is a *block* of ``min(tp, gpus_per_server)`` consecutive ranks (one TP
+group, or a server's share of it); a *slot* is the same number of consecutive GPUs in a free
+server. Hop weights: 0 inside a server, 2 under one ToR, 4 inside a pod, 6 across pods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+STRATEGIES = ("topo", "linear", "random")
+HOPS_TOR, HOPS_POD, HOPS_CORE = 2, 4, 6
+
+
+@dataclass(frozen=True)
+class GpuLocality:
+    """Server, ToR and pod ordinal of every GPU (arrays indexed by position in fabric.gpus)."""
+
+    server: np.ndarray
+    tor: np.ndarray
+    pod: np.ndarray
+    gpus_per_server: int
+
+    @classmethod
+    def from_fabric(cls, fabric) -> GpuLocality:
+        gpu_nic = np.asarray(fabric.gpu_nic_index, dtype=np.int64)
+        server = np.asarray(fabric.nic_server_index, dtype=np.int64)[gpu_nic]
+        tor = np.asarray(fabric.wiring.nic_tor, dtype=np.int64)[gpu_nic]
+        pod = np.asarray(fabric.wiring.tor_pod, dtype=np.int64)[tor]
+        return cls(server, tor, pod, int(fabric.gpus_per_server))
+
+    def hops(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Hop weight between GPUs ``a`` and ``b`` (element-wise)."""
+        return np.where(self.server[a] == self.server[b], 0,
+                        np.where(self.tor[a] == self.tor[b], HOPS_TOR,
+                                 np.where(self.pod[a] == self.pod[b], HOPS_POD, HOPS_CORE)))
+
+
+@dataclass(frozen=True)
+class TrafficEdges:
+    """Directed rank -> rank network bytes of one iteration, by kind ("dp", "pp", "tp")."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    bytes_: np.ndarray
+    kind: np.ndarray
+
+    def total(self, kind: str | None = None) -> float:
+        sel = slice(None) if kind is None else self.kind == kind
+        return float(self.bytes_[sel].sum())
+
+
+def _ring(members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ring successor pairs of every row of ``members`` (groups x size)."""
+    if members.shape[1] < 2:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return members.ravel(), np.roll(members, -1, axis=1).ravel()
+
+
+def job_traffic(job) -> TrafficEdges:
+    """Per-iteration traffic between ranks of a ``netsim.workload.JobSpec``.
+
+    * DP: ring all-reduce of the stage's gradient shard, each rank sending
+      ``2 (n-1)/n x G`` to its ring successor, ``G = params/(tp pp) x grad_bytes``
+      (nccl-tests ring all-reduce, nccl-roce.md 2.1);
+    * PP: per micro-batch one activation forward and one gradient backward of
+      ``b s h x 2 bytes`` (``/ tp`` with scatter-gather, Narayanan et al. 2021 section 4.1);
+    * TP: ring all-reduces, 4 per layer per micro-batch of ``b s h x 2`` bytes (2 forward,
+      2 backward; Megatron-LM), each rank sending ``2 (n-1)/n`` of it.
+    """
+    m = job.model_config()
+    ranks = np.arange(job.world, dtype=np.int64)
+    coords, rest = {}, ranks
+    sizes = {"tp": job.tp, "dp": job.dp, "pp": job.pp}
+    for axis in job.order.split("-"):
+        coords[axis], rest = rest % sizes[axis], rest // sizes[axis]
+    grid = np.empty((job.pp, job.dp, job.tp), dtype=np.int64)
+    grid[coords["pp"], coords["dp"], coords["tp"]] = ranks
+    act = job.micro_batch * m.seq * m.hidden * 2
+    parts = []
+    if job.dp > 1:
+        g = m.params() / (job.tp * job.pp) * job.grad_bytes
+        s, d = _ring(grid.transpose(0, 2, 1).reshape(-1, job.dp))
+        parts.append((s, d, 2 * (job.dp - 1) / job.dp * g, "dp"))
+    if job.pp > 1:
+        per_dir = act / (job.tp if job.scatter_gather else 1) * job.micro_batches
+        a, b = grid[:-1].ravel(), grid[1:].ravel()
+        parts += [(a, b, per_dir, "pp"), (b, a, per_dir, "pp")]
+    if job.tp > 1:
+        per = 4 * (m.layers / job.pp) * job.micro_batches * act * 2 * (job.tp - 1) / job.tp
+        s, d = _ring(grid.reshape(-1, job.tp))
+        parts.append((s, d, per, "tp"))
+    if not parts:
+        z = np.empty(0, np.int64)
+        return TrafficEdges(z, z, np.empty(0), np.empty(0, dtype="<U2"))
+    return TrafficEdges(
+        np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+        np.concatenate([np.full(p[0].size, float(p[2])) for p in parts]),
+        np.concatenate([np.full(p[0].size, p[3]) for p in parts]))
+
+
+@dataclass
+class Placement:
+    """``gpu_of_rank[r]`` = position in ``fabric.gpus`` of rank r, with its traffic metrics."""
+
+    strategy: str
+    gpu_of_rank: np.ndarray
+    cross_tor_bytes: float = 0.0
+    cross_pod_bytes: float = 0.0
+    hop_cost: float = 0.0
+    iteration_s: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    def ranks(self, fabric) -> list[dict]:
+        """Rows of the trainer's placement file: rank, host, local_rank, gpu."""
+        gps = int(fabric.gpus_per_server)
+        rows = []
+        for r, g in enumerate(self.gpu_of_rank.tolist()):
+            gpu = fabric.gpus[g]
+            nic = int(fabric.gpu_nic_index[g])
+            rows.append({"rank": r, "host": fabric.servers[int(fabric.nic_server_index[nic])],
+                         "local_rank": g % gps, "gpu": gpu})
+        return rows
+
+    def to_json(self) -> dict:
+        return {"strategy": self.strategy, "cross_tor_bytes": self.cross_tor_bytes,
+                "cross_pod_bytes": self.cross_pod_bytes, "hop_cost": self.hop_cost,
+                "iteration_s": self.iteration_s}
+
+
+def measure(gpu_of_rank: np.ndarray, traffic: TrafficEdges, loc: GpuLocality) -> dict[str, float]:
+    """Cross-ToR bytes, cross-pod bytes and hop-weighted cost of a placement."""
+    a, b = gpu_of_rank[traffic.src], gpu_of_rank[traffic.dst]
+    net = loc.server[a] != loc.server[b]
+    cross_tor = net & (loc.tor[a] != loc.tor[b])
+    cross_pod = net & (loc.pod[a] != loc.pod[b])
+    return {"cross_tor_bytes": float(traffic.bytes_[cross_tor].sum()),
+            "cross_pod_bytes": float(traffic.bytes_[cross_pod].sum()),
+            "hop_cost": float((traffic.bytes_ * loc.hops(a, b)).sum())}
+
+
+# ---------------------------------------------------------------- blocks and slots
+
+@dataclass
+class _Layout:
+    """Block/slot view of one job on one set of free servers."""
+
+    unit: int                  # GPUs per block and per slot
+    slot_gpus: np.ndarray      # (slots, unit) GPU positions, slots in free-list order
+    n_blocks: int
+    edges_a: np.ndarray        # block-level edges (a, b, bytes per GPU pair)
+    edges_b: np.ndarray
+    edges_w: np.ndarray
+
+    def gpu_of_rank(self, slot_of_block: np.ndarray) -> np.ndarray:
+        return self.slot_gpus[slot_of_block].reshape(-1)
+
+
+def _layout(job, traffic: TrafficEdges, free_servers: list[int], gps: int) -> _Layout:
+    unit = min(job.tp, gps)
+    if gps % unit or (job.tp > gps and job.tp % gps):
+        raise ValueError(f"tp={job.tp} must divide or be a multiple of gpus_per_server={gps}")
+    per = gps // unit
+    slot_gpus = np.array([[s * gps + j * unit + i for i in range(unit)]
+                          for s in free_servers for j in range(per)], dtype=np.int64)
+    n_blocks = job.world // unit
+    if n_blocks > len(slot_gpus):
+        raise ValueError(f"the job needs {job.world} GPUs but only {len(slot_gpus) * unit} "
+                         "are free: give more free servers (--free) or shrink dp")
+    ba, bb = traffic.src // unit, traffic.dst // unit
+    keep = (ba != bb) & (traffic.src % unit == traffic.dst % unit)  # net edges pair offsets
+    key = ba[keep] * n_blocks + bb[keep]
+    uniq, inv = np.unique(key, return_inverse=True)
+    w = np.bincount(inv, weights=traffic.bytes_[keep]) / unit
+    return _Layout(unit, slot_gpus, n_blocks, uniq // n_blocks, uniq % n_blocks, w)
+
+
+def _slot_cost(lay: _Layout, loc: GpuLocality, sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+    """Hop cost of one GPU pair bundle between slots (summed over the unit's offsets)."""
+    return loc.hops(lay.slot_gpus[sa], lay.slot_gpus[sb]).sum(axis=-1)
+
+
+def local_search(lay: _Layout, loc: GpuLocality, slot_of_block: np.ndarray,
+                 rng: np.random.Generator, iterations: int) -> np.ndarray:
+    """Hill-climb on the hop-weighted cost by swapping two slots' contents (blocks or empty)."""
+    slots = len(lay.slot_gpus)
+    block_of_slot = np.full(slots, -1, dtype=np.int64)
+    block_of_slot[slot_of_block] = np.arange(lay.n_blocks)
+    inc: list[list[int]] = [[] for _ in range(lay.n_blocks)]
+    for e, (a, b) in enumerate(zip(lay.edges_a.tolist(), lay.edges_b.tolist())):
+        inc[a].append(e)
+        inc[b].append(e)
+    sob = slot_of_block.copy()
+    ea, eb, ew = lay.edges_a, lay.edges_b, lay.edges_w
+
+    def cost(edges: np.ndarray) -> float:
+        return float((ew[edges] * _slot_cost(lay, loc, sob[ea[edges]], sob[eb[edges]])).sum())
+
+    props = rng.integers(0, slots, size=(iterations, 2))
+    for s1, s2 in props.tolist():
+        b1, b2 = block_of_slot[s1], block_of_slot[s2]
+        if s1 == s2 or (b1 < 0 and b2 < 0):
+            continue
+        edges = np.unique(np.array((inc[b1] if b1 >= 0 else []) + (inc[b2] if b2 >= 0 else []),
+                                   dtype=np.int64))
+        if edges.size == 0:
+            continue
+        before = cost(edges)
+        _swap(sob, block_of_slot, s1, s2)
+        if cost(edges) >= before:
+            _swap(sob, block_of_slot, s1, s2)  # undo: not an improvement
+    return sob
+
+
+def _swap(sob: np.ndarray, bos: np.ndarray, s1: int, s2: int) -> None:
+    b1, b2 = bos[s1], bos[s2]
+    bos[s1], bos[s2] = b2, b1
+    if b1 >= 0:
+        sob[b1] = s2
+    if b2 >= 0:
+        sob[b2] = s1
+
+
+def _topo_initial(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges) -> np.ndarray:
+    """Pack the heaviest groups whole under one ToR set, else one pod, stage by stage."""
+    unit, n_blocks = lay.unit, lay.n_blocks
+    per_block_grid = (np.arange(job.world) // unit).reshape(job.pp, job.dp, -1)[..., 0]
+    dp_heavy = traffic.total("dp") / max(job.dp, 1) >= traffic.total("pp") / max(job.pp, 1)
+    # groups of the heavy kind, in the order their neighbours should follow
+    groups = per_block_grid if dp_heavy else per_block_grid.T          # (groups, members)
+    blocks_per_rank_group = job.tp // unit if job.tp > unit else 1
+    first_gpu = lay.slot_gpus[:, 0]
+    slot_set = loc.tor[first_gpu]          # ToR of the slot's first GPU names its ToR set
+    slot_pod = loc.pod[first_gpu]
+    slot_off = (first_gpu % loc.gpus_per_server) // unit
+    free = np.ones(len(first_gpu), dtype=bool)
+    sob = np.full(n_blocks, -1, dtype=np.int64)
+    for members in groups:
+        blocks = np.concatenate([np.arange(b, b + blocks_per_rank_group) for b in members])
+        need = blocks.size
+        chosen = _best_fit(free, slot_set, slot_off, need) \
+            if need <= free.sum() else None
+        if chosen is None:
+            chosen = _best_fit(free, slot_pod, slot_off, need)
+        if chosen is None:  # spills over pods: take the largest free pods first
+            chosen = _spill(free, slot_pod, need)
+        sob[blocks] = chosen
+        free[chosen] = False
+    return sob
+
+
+def _best_fit(free: np.ndarray, domain: np.ndarray, offset: np.ndarray, need: int):
+    """Slots of the tightest domain (ToR set / pod) with ``need`` free slots at one offset."""
+    best, best_left = None, None
+    for d in np.unique(domain[free]):
+        for off in np.unique(offset[free & (domain == d)]):
+            cand = np.flatnonzero(free & (domain == d) & (offset == off))
+            left = cand.size - need
+            if left >= 0 and (best_left is None or left < best_left):
+                best, best_left = cand[:need], left
+    return best
+
+
+def _spill(free: np.ndarray, domain: np.ndarray, need: int) -> np.ndarray:
+    ids, counts = np.unique(domain[free], return_counts=True)
+    order = ids[np.argsort(-counts, kind="stable")]
+    cand = np.concatenate([np.flatnonzero(free & (domain == d)) for d in order])
+    return cand[:need]
+
+
+def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = None,
+          rng: np.random.Generator | None = None, search_iterations: int = 4000,
+          loc: GpuLocality | None = None, score=None) -> Placement:
+    """Place ``job`` (a ``netsim.workload.JobSpec``) on ``fabric``.
+
+    Parameters
+    ----------
+    fabric
+        A ``topologies.Fabric``.
+    job
+        The job; its world size must fit in the free servers.
+    strategy
+        ``topo``, ``linear`` or ``random`` (see the module docstring).
+    free_servers
+        Positions in ``fabric.servers`` that are free, in the scheduler's order; None = all.
+    rng
+        Seeded generator for ``random`` and the local search (default seed 0).
+    search_iterations
+        Swap proposals of each local search (``topo`` only).
+    score
+        Optional ``score(gpu_of_rank) -> float`` (e.g. the simulated iteration time); ``topo``
+        keeps the candidate with the lowest score (ties: lowest hop cost). Candidates: the
+        packed layout and the scheduler's order, each refined by the hop-cost local search.
+
+    Returns
+    -------
+    Placement
+        ``gpu_of_rank`` plus cross-ToR bytes, cross-pod bytes and hop cost.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"--strategy {strategy!r}: choose one of {', '.join(STRATEGIES)}")
+    rng = rng if rng is not None else np.random.default_rng(0)
+    loc = loc or GpuLocality.from_fabric(fabric)
+    free = list(range(len(fabric.servers))) if free_servers is None else list(free_servers)
+    if len(set(free)) != len(free):
+        raise ValueError("--free lists a server twice")
+    if free and not 0 <= min(free) <= max(free) < len(fabric.servers):
+        raise ValueError(f"--free names a server outside 0..{len(fabric.servers) - 1}")
+    traffic = job_traffic(job)
+    lay = _layout(job, traffic, free, loc.gpus_per_server)
+    if strategy == "linear":
+        sob = np.arange(lay.n_blocks)
+    elif strategy == "random":
+        sob = _random_slots(lay, rng)
+    else:
+        starts = {"packed": _topo_initial(job, lay, loc, traffic),
+                  "scheduler-order": np.arange(lay.n_blocks)}
+        cands = {k: lay.gpu_of_rank(local_search(lay, loc, v, rng, search_iterations))
+                 for k, v in starts.items()}
+        metrics = {k: measure(g, traffic, loc) for k, g in cands.items()}
+        scores = {k: (score(g) if score else 0.0, metrics[k]["hop_cost"]) for k, g in cands.items()}
+        best = min(scores, key=scores.get)
+        out = Placement(strategy, cands[best], **metrics[best])
+        out.extra = {"candidate": best, "candidates": {k: {**metrics[k], "score": scores[k][0]}
+                                                       for k in cands}}
+        if score:
+            out.iteration_s = scores[best][0]
+        return out
+    gpu_of_rank = lay.gpu_of_rank(sob)
+    out = Placement(strategy, gpu_of_rank, **measure(gpu_of_rank, traffic, loc))
+    if score:
+        out.iteration_s = float(score(gpu_of_rank))
+    return out
+
+
+def _random_slots(lay: _Layout, rng: np.random.Generator) -> np.ndarray:
+    """A seeded random choice of slots for the blocks (TP blocks stay inside a server)."""
+    return rng.permutation(len(lay.slot_gpus))[:lay.n_blocks]
+
+
+def iteration_scorer(fabric, job, hardware=None, calibration=None, qps: int = 1, seed: int = 0):
+    """``score(gpu_of_rank) -> iteration_s``: ``netsim.workload.predict`` with the ECMP
+    collision slowdown of the flow engine (:class:`tuner.collision.FlowCommModel`)."""
+    from netsim.hardware import get_hardware
+    from netsim.workload import AnalyticCommModel, predict
+
+    from tuner.collision import FlowCommModel
+
+    hw = hardware or get_hardware(job.gpu)
+    base = calibration.comm_model(hw) if calibration else AnalyticCommModel(hw)
+    cm = FlowCommModel(fabric, base, qps=qps, seed=seed)
+
+    def score(gpu_of_rank: np.ndarray) -> float:
+        return float(predict(job, fabric, hw, calibration=calibration, placement=gpu_of_rank,
+                             comm_model=cm).iteration_s)
+
+    return score
+
+
+def compare_strategies(fabric, job, free_servers: list[int] | None = None, seed: int = 0,
+                       hardware=None, calibration=None, search_iterations: int = 4000,
+                       strategies: tuple[str, ...] = STRATEGIES) -> dict[str, Placement]:
+    """Every strategy's placement with its cross-ToR/pod bytes and predicted iteration time."""
+    score = iteration_scorer(fabric, job, hardware, calibration, seed=seed)
+    loc = GpuLocality.from_fabric(fabric)
+    return {s: place(fabric, job, s, free_servers, rng=np.random.default_rng(seed),
+                     search_iterations=search_iterations, loc=loc, score=score)
+            for s in strategies}
+
+
+def read_free_servers(path, fabric) -> list[int]:
+    """Free servers from a file: names or positions, whitespace/comma separated, or a
+    JSON/YAML list, or a mapping with a ``servers`` list; order kept (the scheduler's)."""
+    import yaml
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    data = yaml.safe_load(text) if text.strip()[:1] in "[{" else text.replace(",", " ").split()
+    if isinstance(data, dict):
+        data = data.get("servers")
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"--free {path}: expected server names or positions (a list)")
+    pos = {s: i for i, s in enumerate(fabric.servers)}
+    out = []
+    for item in data:
+        key = str(item)
+        if key in pos:
+            out.append(pos[key])
+        elif key.isdigit() and int(key) < len(fabric.servers):
+            out.append(int(key))
+        else:
+            raise ValueError(f"--free {path}: {key!r} is not a server of fabric {fabric.name!r}")
+    return out
