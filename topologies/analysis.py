@@ -6,7 +6,7 @@ Closed forms (derived in ``docs/fabrics.md``), all from the link arrays:
   climbs the source half's host, ToR-agg and (with several pods) agg-core links, so the cut is
   ``min(C_host, C_tor_agg, C_agg_core) / 2`` with ``C`` the total one-way capacity of a tier.
   For a k-ary fat-tree of rate B this is ``k^3/8 x B`` (full bisection).
-* oversubscription of a tier = its total downlink capacity / total uplink capacity.
+* oversubscription of a tier = the largest downlink / uplink capacity ratio of its switches.
 * diameter = links on the longest NIC-to-NIC route: 6 with a core, 4 with several ToRs, else 2.
 """
 
@@ -67,11 +67,21 @@ def bisection_bps(fabric: Fabric) -> int:
 
 
 def oversubscription(fabric: Fabric) -> dict[str, float | None]:
-    """Down/up capacity ratio per tier (``None`` where the tier has no uplinks)."""
-    cap = tier_capacity_bps(fabric)
+    """Worst down/up capacity ratio over the switches of each tier (``None``: no uplinks).
 
-    def ratio(down: str, up: str) -> float | None:
-        return cap[down] / cap[up] if cap.get(up) else None
+    Per switch, wired downlink capacity / uplink capacity; the tier reports its maximum, so a
+    partly filled ToR or pod does not hide the design ratio of the full ones.
+    """
+    up = slice(0, None, 2)  # directed link 2p runs upward: its head is the upper switch
+    src, dst = fabric.link_src[up], fabric.link_dst[up]
+    kind, cap = fabric.link_kind[up], fabric.link_capacity_bps[up].astype(np.float64)
+    n = len(fabric.nodes)
+
+    def ratio(down: str, upk: str) -> float | None:
+        into = np.bincount(dst[kind == down], cap[kind == down], minlength=n)
+        out = np.bincount(src[kind == upk], cap[kind == upk], minlength=n)
+        has = out > 0
+        return float((into[has] / out[has]).max()) if has.any() else None
 
     return {"tor": ratio("host", "tor-agg"), "agg": ratio("tor-agg", "agg-core")}
 
