@@ -1,0 +1,8 @@
+"""``python -m trainer`` and ``torchrun --nproc-per-node N -m trainer ...``."""
+
+import sys
+
+from trainer.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

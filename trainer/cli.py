@@ -1,0 +1,160 @@
+"""``python -m trainer`` / ``torchrun --nproc-per-node 8 -m trainer --tp 2 --pp 2 --dp 2 ...``.
+
+Rank 0 prints one line per step, or with ``--json`` one JSON summary as its last stdout line
+(``losses``, ``iteration_s``, ``world_size``, ``tp``, ``pp``, ``dp`` and the meta fields). Bad
+input is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+
+from trainer.config import (
+    DP_REDUCE_MODES,
+    DTYPES,
+    PRESET_NAMES,
+    ParallelConfig,
+    TrainConfig,
+    load_config_file,
+    preset,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.splitlines()[0])
+    p.add_argument("--config", help="YAML/JSON file of TrainConfig fields (flags override it)")
+    p.add_argument("--model", default=None, choices=PRESET_NAMES, help="model preset (default tiny)")
+    for flag in ("layers", "hidden", "heads", "seq", "vocab", "ffn-hidden"):
+        p.add_argument(f"--{flag}", type=int, help=f"override the preset's {flag}")
+    p.add_argument("--untied", action="store_true", help="separate output head (default: tied)")
+    p.add_argument("--tp", type=int, help="tensor-parallel degree (default 1)")
+    p.add_argument("--pp", type=int, help="pipeline-parallel degree (default 1)")
+    p.add_argument("--dp", type=int, help="data-parallel degree (default: world / (tp x pp))")
+    p.add_argument("--order", help="rank order, innermost first (default tp-dp-pp, Megatron's)")
+    p.add_argument("--micro-batches", type=int, help="micro-batches per iteration (default 1)")
+    p.add_argument("--global-batch", type=int, help="sequences per iteration (default dp x micro-batches)")
+    p.add_argument("--steps", type=int, help="iterations in total (default 10)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--dtype", choices=DTYPES)
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto")
+    p.add_argument("--dp-reduce", choices=DP_REDUCE_MODES)
+    p.add_argument("--bucket-mb", type=float, help="gradient bucket size in MiB (default 25)")
+    p.add_argument("--trace-dir", help="write trace-rank{R}.jsonl and summary.json here")
+    p.add_argument("--peak-flops", type=float, help="peak FLOP/s of one device, for MFU")
+    p.add_argument("--save", dest="save_dir", help="checkpoint directory to write")
+    p.add_argument("--save-every", type=int, help="checkpoint every N steps (default: at the end)")
+    p.add_argument("--load", dest="load_dir", help="resume from the newest checkpoint here")
+    p.add_argument("--placement", help='rank-to-host JSON {"ranks": [{"rank","host","local_rank"}]}')
+    p.add_argument("--host", help="this machine's host name in the placement (default hostname)")
+    p.add_argument("--json", action="store_true", help="rank 0 prints a JSON summary last")
+    return p
+
+
+def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
+    """Merge --config, the preset and the flags into a validated TrainConfig."""
+    base = load_config_file(args.config) if args.config else None
+    m = base.model if base else preset("tiny")
+    if args.model:
+        m = preset(args.model)
+    over = {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "seq": args.seq,
+            "vocab": args.vocab, "ffn_hidden": args.ffn_hidden}
+    fields = {k: getattr(m, k) for k in ("layers", "hidden", "heads", "seq", "vocab", "ln_eps")}
+    fields["ffn_hidden"] = 0 if args.hidden and not args.ffn_hidden else m.ffn_hidden
+    fields.update({k: v for k, v in over.items() if v is not None})
+    fields["tied"] = m.tied and not args.untied
+    model = type(m)(**fields)
+    bp = base.parallel if base else ParallelConfig()
+    tp, pp = args.tp or bp.tp, args.pp or bp.pp
+    dp = args.dp or (bp.dp if base else max(1, world_size // (tp * pp)))
+    mb = args.micro_batches or bp.micro_batches
+    gb = args.global_batch or (bp.global_batch if base else dp * mb)
+    par = ParallelConfig(tp=tp, pp=pp, dp=dp, order=args.order or bp.order, micro_batches=mb,
+                         global_batch=gb)
+    rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
+                                          "dtype", "device", "dp_reduce", "bucket_bytes",
+                                          "trace_dir", "peak_flops", "save_dir", "save_every",
+                                          "load_dir")} if base else {}
+    flags = {"steps": args.steps, "seed": args.seed, "lr": args.lr, "dtype": args.dtype,
+             "device": args.device, "dp_reduce": args.dp_reduce, "trace_dir": args.trace_dir,
+             "peak_flops": args.peak_flops, "save_dir": args.save_dir,
+             "save_every": args.save_every, "load_dir": args.load_dir,
+             "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None}
+    rest.update({k: v for k, v in flags.items() if v is not None})
+    return TrainConfig(model=model, parallel=par, **rest)
+
+
+def _identity(args: argparse.Namespace) -> tuple[str, int | None, int]:
+    """(host, trainer rank from the placement or None, local rank) of this process."""
+    host = args.host or os.environ.get("TRAINER_HOST") or socket.gethostname()
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if not args.placement:
+        return host, None, local_rank
+    from trainer.mesh import load_placement, rank_from_placement
+
+    entries = load_placement(args.placement)
+    node = int(os.environ.get("GROUP_RANK", os.environ.get("NODE_RANK", 0)))
+    entry = rank_from_placement(entries, host, node, local_rank)
+    return entry.host, entry.rank, local_rank
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from trainer.launch import default_backend, init_from_env
+    from trainer.mesh import Layout, build_mesh
+    from trainer.train import Trainer, resolve_device
+
+    torch.set_num_threads(int(os.environ.get("TRAINER_THREADS", "1")))
+    host, placed_rank, local_rank = _identity(args)
+    backend = args.backend if args.backend != "auto" else default_backend(args.device or "auto")
+    rank, world = init_from_env(backend, placed_rank)
+    try:
+        cfg = config_from_args(args, world)
+        cfg.parallel.check_world(world)
+        device = resolve_device(cfg.device, local_rank)
+        par = cfg.parallel
+        mesh = build_mesh(Layout(par.tp, par.dp, par.pp, par.order), rank)
+        trainer = Trainer(cfg, mesh, device, host=host, local_rank=local_rank)
+        if cfg.load_dir:
+            trainer.load(cfg.load_dir)
+        summary = _loop(trainer, args, rank)
+        if rank == 0 and args.json:
+            print(json.dumps(summary), flush=True)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+def _loop(trainer, args, rank: int) -> dict:
+    if rank == 0 and not args.json:
+        print(f"{'step':>5} {'loss':>10} {'iteration_s':>12} {'tokens/s':>12} {'mfu':>7}", flush=True)
+        orig = trainer.train_step
+
+        def step_and_print():
+            r = orig()
+            mfu = "-" if r["mfu"] is None else f"{r['mfu']:.3f}"
+            print(f"{r['step']:>5} {r['loss']:>10.5f} {r['iteration_s']:>12.4f} "
+                  f"{r['tokens_per_s']:>12.1f} {mfu:>7}", flush=True)
+            return r
+
+        trainer.train_step = step_and_print
+    return trainer.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ValueError, OSError) as exc:
+        if os.environ.get("TRAINER_DEBUG"):
+            raise
+        print(f"trainer: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,62 @@
+"""Start a gloo/NCCL world without torchrun: for tests, the self-check and the benchmark.
+
+:func:`spawn` starts ``nprocs`` processes (torch.multiprocessing, spawn context) on a free local
+port; each sets one intra-op thread (8 processes share few cores), joins the process group and
+calls ``fn(rank, world_size, *args)``. :func:`init_from_env` joins the world torchrun describes
+(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or a world of one when there is none.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def default_backend(device: str = "auto") -> str:
+    """nccl when the run uses CUDA, else gloo."""
+    use_cuda = device == "cuda" or (device == "auto" and torch.cuda.is_available())
+    return "nccl" if use_cuda else "gloo"
+
+
+def _worker(rank: int, fn: Callable, world_size: int, port: int, backend: str, args: tuple) -> None:
+    torch.set_num_threads(1)
+    os.environ.setdefault("LOCAL_RANK", str(rank))
+    if backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world_size)
+    try:
+        fn(rank, world_size, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn(fn: Callable, nprocs: int, args: tuple = (), backend: str = "gloo") -> None:
+    """Run ``fn(rank, world_size, *args)`` in ``nprocs`` fresh processes; raise if one fails."""
+    import torch.multiprocessing as mp
+
+    mp.start_processes(_worker, args=(fn, nprocs, free_port(), backend, args), nprocs=nprocs,
+                       join=True, start_method="spawn")
+
+
+def init_from_env(backend: str, rank_override: int | None = None) -> tuple[int, int]:
+    """Join the torchrun world (or a world of one); returns (rank, world_size)."""
+    if "WORLD_SIZE" not in os.environ:
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
+                                world_size=1)
+        return 0, 1
+    if rank_override is not None:
+        os.environ["RANK"] = str(rank_override)  # placement: this process is that trainer rank
+    dist.init_process_group(backend)
+    return dist.get_rank(), dist.get_world_size()

@@ -1,0 +1,202 @@
+"""Decoder-only GPT (GPT-2/3 architecture: learned positions, pre-LN blocks, GELU MLP).
+
+One pipeline *stage* of the model: the first stage owns the embeddings, the last the final
+layer norm and the head; each stage owns ``layers / pp`` consecutive blocks. With tp = pp = 1
+this is the whole model and no communication happens. Parameter names are those of the whole
+model (``blocks.7.mlp.fc1.weight``), so every layout initializes identically.
+
+Each block, embedding and head records its forward time, and (through identity autograd
+markers on its input and output) its backward time, as ``compute`` trace records.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from trainer.comm import copy_to_tp
+from trainer.config import ModelConfig
+from trainer.flops import head_forward_flops, layer_forward_flops
+from trainer.layers import (
+    INIT_STD,
+    ColumnParallelLinear,
+    RowParallelLinear,
+    TPContext,
+    VocabParallelEmbedding,
+    full_init,
+    vocab_parallel_cross_entropy,
+)
+from trainer.trace import Tracer
+
+
+class _Mark(torch.autograd.Function):
+    """Identity whose backward calls ``cb`` (a timestamp when the gradient passes)."""
+
+    @staticmethod
+    def forward(ctx, x, cb):
+        ctx.cb = cb
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.cb()
+        return grad, None
+
+
+class PhaseTimer:
+    """Opens and closes compute records for forward and (via markers) backward."""
+
+    def __init__(self, tracer: Tracer) -> None:
+        self.tracer = tracer
+        self._open: dict[tuple, object] = {}
+
+    def forward(self, name: str, layer: int | None, flops: float, fn, x):
+        start = self.tracer.stamp()
+        out = fn(x)
+        self.tracer.compute("forward", layer, start, self.tracer.stamp(), flops, name)
+        return out
+
+    def mark_out(self, y: torch.Tensor, name: str, layer: int | None) -> torch.Tensor:
+        """Mark ``y``: when its gradient arrives the backward of (name, layer) starts."""
+        if not (self.tracer.enabled and y.requires_grad):
+            return y
+        return _Mark.apply(y, lambda: self._open.__setitem__((name, layer), self.tracer.stamp()))
+
+    def mark_in(self, x: torch.Tensor, name: str, layer: int | None, flops: float) -> torch.Tensor:
+        """Mark ``x``: when its gradient is computed the backward of (name, layer) ends."""
+        if not (self.tracer.enabled and x.requires_grad):
+            return x
+
+        def close() -> None:
+            start = self._open.pop((name, layer), None)
+            if start is not None:
+                self.tracer.compute("backward", layer, start, self.tracer.stamp(), flops, name)
+
+        return _Mark.apply(x, close)
+
+
+class Attention(nn.Module):
+    """Causal self-attention over this tp rank's heads."""
+
+    def __init__(self, cfg: ModelConfig, ctx: TPContext, prefix: str, std_out: float) -> None:
+        super().__init__()
+        self.ctx, self.hd = ctx, cfg.head_dim
+        self.heads = cfg.heads // ctx.size
+        nh, hd, h = cfg.heads, cfg.head_dim, cfg.hidden
+
+        def shard_heads(t: torch.Tensor) -> torch.Tensor:
+            # rows of the fused [q; k; v] weight grouped by head: keep this rank's heads of each
+            per = nh // ctx.size
+            t = t.reshape(3, nh, hd, -1)[:, ctx.index * per:(ctx.index + 1) * per]
+            return t.reshape(3 * per * hd, -1)
+
+        self.qkv = ColumnParallelLinear(ctx, f"{prefix}.qkv", h, 3 * h, shard_heads)
+        self.proj = RowParallelLinear(ctx, f"{prefix}.proj", h, h, std_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = self.qkv(copy_to_tp(x, self.ctx.comm, self.ctx.group)).split(
+            self.heads * self.hd, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, self.hd).transpose(1, 2) for t in (q, k, v))
+        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(y.transpose(1, 2).reshape(b, s, self.heads * self.hd))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig, ctx: TPContext, prefix: str, std_out: float) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.fc1 = ColumnParallelLinear(ctx, f"{prefix}.fc1", cfg.hidden, cfg.ffn_hidden)
+        self.fc2 = RowParallelLinear(ctx, f"{prefix}.fc2", cfg.ffn_hidden, cfg.hidden, std_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = copy_to_tp(x, self.ctx.comm, self.ctx.group)
+        return self.fc2(nn.functional.gelu(self.fc1(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: x + attn(ln1(x)), then + mlp(ln2(.))."""
+
+    def __init__(self, cfg: ModelConfig, ctx: TPContext, index: int) -> None:
+        super().__init__()
+        prefix = f"blocks.{index}"
+        std_out = INIT_STD / math.sqrt(2 * cfg.layers)  # GPT-2 scaled init of residual outputs
+        kw = dict(device=ctx.device, dtype=ctx.dtype)
+        self.ln1 = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
+        self.attn = Attention(cfg, ctx, f"{prefix}.attn", std_out)
+        self.ln2 = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
+        self.mlp = MLP(cfg, ctx, f"{prefix}.mlp", std_out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPTStage(nn.Module):
+    """The blocks [first_layer, first_layer + n) of a GPT, plus embeddings / head at the ends."""
+
+    def __init__(self, cfg: ModelConfig, ctx: TPContext, stage: int, stages: int,
+                 tracer: Tracer, micro_batch_size: int) -> None:
+        super().__init__()
+        self.cfg, self.ctx, self.timer = cfg, ctx, PhaseTimer(tracer)
+        self.first, self.last = stage == 0, stage == stages - 1
+        per = cfg.layers // stages
+        self.layer_ids = list(range(stage * per, (stage + 1) * per))
+        kw = dict(device=ctx.device, dtype=ctx.dtype)
+        self.layer_flops = layer_forward_flops(cfg, micro_batch_size) / ctx.size
+        self.head_flops = head_forward_flops(cfg, micro_batch_size) / ctx.size
+        if self.first:
+            self.wte = VocabParallelEmbedding(ctx, "wte", cfg.vocab, cfg.hidden)
+            self.wpe = nn.Parameter(full_init(ctx.seed, "wpe.weight", (cfg.seq, cfg.hidden),
+                                              INIT_STD).to(**kw))
+        self.blocks = nn.ModuleList(Block(cfg, ctx, i) for i in self.layer_ids)
+        if self.last:
+            self.ln_f = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
+            if not cfg.tied:
+                self.head = VocabParallelEmbedding(ctx, "head", cfg.vocab, cfg.hidden).weight
+            elif not self.first:
+                # the last stage keeps a copy of the tied embedding; its gradient is summed with
+                # the first stage's over the embedding group (Megatron's embedding group)
+                self.head = VocabParallelEmbedding(ctx, "wte", cfg.vocab, cfg.hidden).weight
+
+    def head_weight(self) -> torch.Tensor:
+        return self.wte.weight if (self.cfg.tied and self.first) else self.head
+
+    def tied_copy(self) -> nn.Parameter | None:
+        """The word-embedding parameter shared across stages (first or last stage, pp > 1)."""
+        if not self.cfg.tied or (self.first and self.last):
+            return None
+        return self.wte.weight if self.first else self.head
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Token ids [b, s] on the first stage, else hidden states [b, s, h]; returns hidden
+        states, or the last stage's local logits [b*s, V/tp]."""
+        t = self.timer
+        if self.first:
+            x = t.forward("embedding", None, 0.0, self._embed, x)
+            x = t.mark_out(x, "embedding", None)
+        for i, block in zip(self.layer_ids, self.blocks, strict=False):
+            x = t.mark_in(x, "layer", i, 2 * self.layer_flops)
+            x = t.forward("layer", i, self.layer_flops, block, x)
+            x = t.mark_out(x, "layer", i)
+        if self.last:
+            x = t.mark_in(x, "head", None, 2 * self.head_flops)
+            x = t.forward("head", None, self.head_flops, self._head, x)
+            x = t.mark_out(x, "head", None)
+        return x
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.wte(ids) + self.wpe[: ids.shape[1]]
+
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        x = copy_to_tp(self.ln_f(x), self.ctx.comm, self.ctx.group)
+        return nn.functional.linear(x.reshape(-1, x.shape[-1]), self.head_weight())
+
+    def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean cross-entropy of the local logits against ``targets`` [b, s]."""
+        start = self.ctx.index * (self.cfg.vocab // self.ctx.size)
+        per_token = vocab_parallel_cross_entropy(logits, targets.reshape(-1), start,
+                                                 self.ctx.comm, self.ctx.group)
+        return per_token.mean()

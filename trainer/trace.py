@@ -1,0 +1,108 @@
+"""Timing instrumentation and the ``trainer-trace/1`` files (schema in docs/trainer.md).
+
+Times are seconds relative to the start of the run on the issuing rank's clock. On CPU a stamp
+is ``time.perf_counter()``; on CUDA it is a ``torch.cuda.Event`` recorded on the current stream,
+converted to seconds (``elapsed_time`` from a base event) when the step is flushed, so timing
+never synchronizes the device in the middle of a step.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "trainer-trace/1"
+
+
+class Clock:
+    """Stamps on the host (perf_counter) or on the CUDA stream (events)."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        self.t0 = time.perf_counter()
+        if cuda:
+            import torch
+
+            self._torch = torch
+            self.base = torch.cuda.Event(enable_timing=True)
+            self.base.record()
+
+    def host_now(self) -> float:
+        """Seconds since the start on the host clock (usable from any thread)."""
+        return time.perf_counter() - self.t0
+
+    def stamp(self):
+        """A stamp: a float on CPU, a recorded CUDA event on GPU."""
+        if not self.cuda:
+            return self.host_now()
+        ev = self._torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def seconds(self, stamp) -> float:
+        """Resolve a stamp to seconds since the start (the device must have passed it)."""
+        if isinstance(stamp, float):
+            return stamp
+        return self.base.elapsed_time(stamp) / 1e3
+
+
+class Tracer:
+    """Collects compute, collective and iteration records of one rank.
+
+    ``step`` and ``microbatch`` are the current position, set by the schedule; records take
+    them when they are opened. Records are kept with unresolved stamps and written at
+    :meth:`flush` (once per step).
+    """
+
+    def __init__(self, clock: Clock, path: Path | None, enabled: bool = True) -> None:
+        self.clock = clock
+        self.enabled = enabled
+        self.step = 0
+        self.microbatch: int | None = None
+        self._pending: list[dict[str, Any]] = []
+        self._lock = threading.Lock()  # collective end callbacks run on backend threads
+        self._file = open(path, "w") if (path is not None and enabled) else None
+
+    def stamp(self):
+        return self.clock.stamp() if self.enabled else 0.0
+
+    def add(self, record: dict[str, Any]) -> None:
+        if self.enabled:
+            with self._lock:
+                self._pending.append(record)
+
+    def write_now(self, record: dict[str, Any]) -> None:
+        """Write a record without stamps immediately (meta)."""
+        if self._file is not None:
+            self._file.write(json.dumps(record) + "\n")
+            self._file.flush()
+
+    def compute(self, phase: str, layer: int | None, start, end, flops: float | None,
+                name: str, microbatch: int | None = None) -> None:
+        mb = self.microbatch if microbatch is None else microbatch
+        self.add({"type": "compute", "step": self.step, "phase": phase, "layer": layer,
+                  "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops})
+
+    def flush(self) -> list[dict[str, Any]]:
+        """Resolve stamps, write pending records, return them."""
+        if self.clock.cuda and self.enabled:
+            self.clock._torch.cuda.synchronize()
+        with self._lock:
+            records, self._pending = self._pending, []
+        for r in records:
+            for key in ("start_s", "end_s"):
+                if key in r:
+                    r[key] = self.clock.seconds(r[key])
+        records.sort(key=lambda r: (r.get("start_s", 0.0), r["type"]))
+        if self._file is not None:
+            self._file.writelines(json.dumps(r) + "\n" for r in records)
+            self._file.flush()
+        return records
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
