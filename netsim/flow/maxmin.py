@@ -42,6 +42,9 @@ class Incidence:
         Load a unit rate of the flow puts on the link (1.0 for a plain flow).
     by_link : np.ndarray[int64]
         Permutation of the entries that sorts them by link (CSC order).
+    e_count : np.ndarray[float64]
+        QPs of the flow on the link (equals ``e_weight`` unless given: a lockstep group
+        whose connections split over q QPs has weight 1/q and count 1 per QP).
     """
 
     num_links: int
@@ -50,10 +53,12 @@ class Incidence:
     e_link: np.ndarray
     e_weight: np.ndarray
     by_link: np.ndarray
+    e_count: np.ndarray
 
     @classmethod
     def from_csr(cls, indptr: np.ndarray, links: np.ndarray, num_links: int,
-                 weights: np.ndarray | None = None) -> Incidence:
+                 weights: np.ndarray | None = None, counts: np.ndarray | None = None
+                 ) -> Incidence:
         """Build from a CSR path list (``links[indptr[i]:indptr[i+1]]`` = links of flow i)."""
         indptr = np.asarray(indptr, dtype=np.int64)
         links = np.asarray(links, dtype=np.int64)
@@ -62,7 +67,17 @@ class Incidence:
         w = np.ones(len(links)) if weights is None else np.asarray(weights, dtype=np.float64)
         if len(links) and (links.min() < 0 or links.max() >= num_links):
             raise ValueError(f"link ids must lie in [0, {num_links}): got {links.min()}..{links.max()}")
-        return cls._build(num_links, num_flows, e_flow, links, w)
+        return cls._build(num_links, num_flows, e_flow, links, w, counts)
+
+    @classmethod
+    def from_entries(cls, flow: np.ndarray, link: np.ndarray, weight: np.ndarray,
+                     count: np.ndarray, num_flows: int, num_links: int) -> Incidence:
+        """Build from unsorted (flow, link) entries, summing duplicates."""
+        key = np.asarray(flow, np.int64) * num_links + np.asarray(link, np.int64)
+        uniq, inv = np.unique(key, return_inverse=True)
+        w = np.bincount(inv, weights=weight, minlength=len(uniq))
+        c = np.bincount(inv, weights=count, minlength=len(uniq))
+        return cls._build(num_links, num_flows, uniq // num_links, uniq % num_links, w, c)
 
     @classmethod
     def from_matrix(cls, matrix) -> Incidence:
@@ -73,11 +88,12 @@ class Incidence:
                           coo.row[order].astype(np.int64), coo.data[order].astype(np.float64))
 
     @classmethod
-    def _build(cls, num_links, num_flows, e_flow, e_link, e_weight) -> Incidence:
+    def _build(cls, num_links, num_flows, e_flow, e_link, e_weight, e_count=None) -> Incidence:
         if np.any(e_weight <= 0):
             raise ValueError("incidence weights must be positive: drop zero entries")
         by_link = np.argsort(e_link, kind="stable")
-        return cls(int(num_links), int(num_flows), e_flow, e_link, e_weight, by_link)
+        count = e_weight if e_count is None else np.asarray(e_count, np.float64)
+        return cls(int(num_links), int(num_flows), e_flow, e_link, e_weight, by_link, count)
 
     def matrix(self) -> sp.csr_matrix:
         """The (links x flows) incidence as a scipy.sparse CSR matrix."""

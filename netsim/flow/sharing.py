@@ -68,7 +68,7 @@ class SharingModel:
     def _dcqcn(self, inc, cap, active, rate):
         on = np.ones(inc.num_flows, bool) if active is None else np.asarray(active, bool)
         sel = on[inc.e_flow]
-        qps = np.bincount(inc.e_link[sel], weights=inc.e_weight[sel], minlength=inc.num_links)
+        qps = np.bincount(inc.e_link[sel], weights=inc.e_count[sel], minlength=inc.num_links)
         load = link_load(inc, np.where(on, rate, 0.0))
         contended = (qps >= 2) & (load >= cap * (1 - 1e-6))
         if not contended.any():

@@ -43,7 +43,8 @@ class LinkReport:
 
 
 def link_report(fabric, inc: Incidence, bytes_per_commodity: np.ndarray, makespan_s: float,
-                top: int = 10, qps_per_entry: np.ndarray | None = None) -> LinkReport:
+                top: int = 10, qp_entries: tuple[np.ndarray, np.ndarray] | None = None
+                ) -> LinkReport:
     """Build the :class:`LinkReport` of a run.
 
     Parameters
@@ -55,11 +56,14 @@ def link_report(fabric, inc: Incidence, bytes_per_commodity: np.ndarray, makespa
         Bytes each commodity's member QP moved (a link carries ``weight x bytes``).
     makespan_s : float
         Duration the utilisation is averaged over.
+    qp_entries : (qp, link) arrays, optional
+        QP-level path entries for the collision statistics; by default every commodity is
+        taken as one QP (right for plain flows, not for lockstep groups).
     """
     nl = fabric.num_links
     w = inc.e_weight
     per_link = np.bincount(inc.e_link, weights=w * bytes_per_commodity[inc.e_flow], minlength=nl)
-    qps = np.bincount(inc.e_link, weights=w, minlength=nl)
+    qps = np.bincount(inc.e_link, weights=inc.e_count, minlength=nl)
     cap = np.asarray(fabric.link_capacity_bps, np.float64)
     util = np.zeros(nl) if makespan_s <= 0 else per_link * 8 / (cap * makespan_s)
     order = np.argsort(-util, kind="stable")[:top]
@@ -70,26 +74,34 @@ def link_report(fabric, inc: Incidence, bytes_per_commodity: np.ndarray, makespa
          "utilization": float(util[i]), "qps": int(qps[i])}
         for i in order.tolist() if per_link[i] > 0
     ]
-    return LinkReport(per_link, util, hottest, ecmp_stats(fabric, inc, per_link, qps))
+    if qp_entries is None:
+        qp_entries = (inc.e_flow, inc.e_link)
+    return LinkReport(per_link, util, hottest, ecmp_stats(fabric, *qp_entries, per_link))
 
 
-def ecmp_stats(fabric, inc: Incidence, per_link: np.ndarray, qps: np.ndarray) -> dict:
-    """Collision statistics over the switch-to-switch links (see the module docstring)."""
-    kind = np.asarray(fabric.link_kind).astype(str)
-    fab = np.isin(kind, FABRIC_KINDS)
-    used = fab & (qps > 0)
+def fabric_link_mask(fabric) -> np.ndarray:
+    """True for the switch-to-switch links, where ECMP chooses."""
+    return np.isin(np.asarray(fabric.link_kind).astype(str), FABRIC_KINDS)
+
+
+def ecmp_stats(fabric, qp: np.ndarray, link: np.ndarray, per_link: np.ndarray) -> dict:
+    """Collision statistics over the switch-to-switch links (see the module docstring).
+
+    ``qp``, ``link``: one entry per (QP, link) of the QPs' paths.
+    """
+    fab = fabric_link_mask(fabric)
+    on_fab = fab[link]
+    qp, link = np.asarray(qp)[on_fab], np.asarray(link)[on_fab]
+    qps = np.bincount(link, minlength=fabric.num_links)
+    used = qps > 0
     if not used.any():
         return {"fabric_links_used": 0, "max_qps_per_link": 0, "mean_qps_per_link": 0.0,
                 "colliding_qp_fraction": 0.0, "max_over_mean_load": 0.0}
-    # per commodity: the most shared fabric link on its path
-    on_fab = fab[inc.e_link]
-    worst = np.zeros(inc.num_flows)
-    np.maximum.at(worst, inc.e_flow[on_fab], qps[inc.e_link[on_fab]] / 1.0)
-    # weight commodities by their QP count on the fabric (1 for plain flows)
-    members = np.zeros(inc.num_flows)
-    np.maximum.at(members, inc.e_flow[on_fab], inc.e_weight[on_fab])
-    crossing = members > 0
-    colliding = float((members * (worst >= 2)).sum() / members[crossing].sum())
+    # per QP: the most shared fabric link on its path
+    _, qp_idx = np.unique(qp, return_inverse=True)
+    worst = np.zeros(qp_idx.max() + 1)
+    np.maximum.at(worst, qp_idx, qps[link].astype(float))
+    colliding = float(np.mean(worst >= 2))
     load = per_link[used]
     return {
         "fabric_links_used": int(used.sum()),
