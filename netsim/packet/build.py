@@ -1,0 +1,235 @@
+"""Wire a :class:`PacketSim` from a fabric and flows, run it, and collect a :class:`PacketResult`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from netsim.faults import LinkFlap
+from netsim.packet.cc_adapter import make_cc, make_cnp_generator
+from netsim.packet.config import PacketConfig, headroom_bytes_for
+from netsim.packet.engine import PacketSim
+from netsim.packet.qp import QP
+from netsim.packet.result import FlowStats, PacketResult, PortStats
+from netsim.packet.telemetry import Sampler, hol_victims
+from netsim.traffic import Flow
+from topologies.units import PS_PER_US, ns_to_ps
+
+_QPN_BASE = 0x100  # first QP number a NIC hands out (sequential per NIC, as the driver does)
+
+
+def _udp_sport(qpn: int) -> int:
+    try:
+        from topologies.routing import qp_udp_sport
+    except ImportError:  # foundation not installed: the same shape of mapping (0xC000 | 14 bits)
+        return 0xC000 | ((qpn ^ (qpn >> 14)) & 0x3FFF)
+    return int(qp_udp_sport(qpn))
+
+
+def _default_router(fabric, seed: int):
+    from topologies.routing import Router
+
+    return Router(fabric, seed=seed)
+
+
+def _endpoint_nic(fabric, name: str) -> str:
+    """The NIC a flow endpoint sends through (GPUs use their rail NIC)."""
+    if name not in fabric.node_index:
+        raise ValueError(f"flow endpoint {name!r} is not a node of fabric {fabric.name!r}")
+    role = fabric.graph.nodes[name].get("role")
+    if role == "nic":
+        return name
+    if role == "gpu":
+        return fabric.gpu_nic(name)
+    raise ValueError(f"flow endpoint {name!r} is a {role}, not a NIC or GPU")
+
+
+def _nic_route(router, fabric, src: str, dst: str, sport: int) -> tuple[int, ...]:
+    path = tuple(int(x) for x in router.path(src, dst, sport))
+    kinds = fabric.link_kind
+    # Keep the NIC-to-NIC part (a router given GPU names may add PCIe hops).
+    path = tuple(lid for lid in path if str(kinds[lid]) not in ("pcie", "nvlink"))
+    if not path:
+        raise ValueError(f"no network path from {src} to {dst}")
+    return path
+
+
+def _base_rtt_ps(sim: PacketSim, fwd, rev, cfg: PacketConfig) -> int:
+    wire = cfg.wire_bytes
+    ctrl = sim.ctrl_size
+    t = sum(sim.L_prop[lid] + wire * 8 * 10**12 // sim.L_rate[lid] for lid in fwd)
+    return t + sum(sim.L_prop[lid] + ctrl * 8 * 10**12 // sim.L_rate[lid] for lid in rev)
+
+
+def build_sim(fabric, cfg: PacketConfig, rng: np.random.Generator) -> PacketSim:
+    """A :class:`PacketSim` with the fabric's links as ports (no flows yet)."""
+    n = int(fabric.num_links)
+    src = np.asarray(fabric.link_src, dtype=np.int64)
+    dst = np.asarray(fabric.link_dst, dtype=np.int64)
+    nic_pos = {name: i for i, name in enumerate(fabric.nics)}
+    nodes = fabric.nodes
+    link_nic = [nic_pos.get(nodes[int(s)], -1) for s in src]
+    pair = {(int(s), int(d)): i for i, (s, d) in enumerate(zip(src, dst))}
+    rev = [pair.get((int(d), int(s)), -1) for s, d in zip(src, dst)]
+    prop = [ns_to_ps(float(x)) for x in fabric.link_latency_ns]
+    sim = PacketSim(src.tolist(), dst.tolist(), np.asarray(fabric.link_capacity_bps).tolist(), prop,
+                    link_nic, rev, cfg, rng)
+    for lid in range(n):
+        sim.headroom[lid] = (cfg.headroom_bytes if cfg.headroom_bytes is not None else
+                             headroom_bytes_for(sim.L_rate[lid], prop[lid], cfg.wire_bytes))
+    sim.nic_active = [[] for _ in fabric.nics]
+    sim.nic_names = list(fabric.nics)
+    sim.node_names = list(fabric.nodes)
+    if cfg.cnp_enabled:
+        sim.cnp_gen = make_cnp_generator(cfg.cnp_interval_ps)
+    return sim
+
+
+def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None = None, seed: int = 0,
+                     *, router=None, flaps: Sequence[LinkFlap] = ()) -> PacketResult:
+    """Simulate *flows* packet by packet on *fabric*.
+
+    Parameters
+    ----------
+    fabric : a ``topologies.Fabric`` (or an object with the same link arrays and names).
+    flows : :class:`netsim.traffic.Flow` records (NIC or GPU endpoints).
+    config : engine settings (:class:`PacketConfig`); default settings when None.
+    seed : seeds ECMP (through the default Router), ECN draws and adaptive-retransmit jitter.
+    router : an object with ``path(src, dst, sport) -> list[int]``; default
+        ``topologies.routing.Router(fabric, seed=seed)``.
+    flaps : link flap schedule (:class:`netsim.faults.LinkFlap`).
+
+    Returns
+    -------
+    PacketResult
+        Per-flow FCTs and retransmissions, per-port counters, a conservation ledger, time series.
+    """
+    cfg = config if config is not None else PacketConfig()
+    if not flows:
+        raise ValueError("simulate_packets needs at least one flow")
+    rng = np.random.default_rng(seed)
+    router = router if router is not None else _default_router(fabric, seed)
+    sim = build_sim(fabric, cfg, rng)
+    qps_by_flow = _make_qps(sim, fabric, flows, cfg, router, rng)
+    for f in flaps:
+        if not 0 <= f.link_id < len(sim.L_dst):
+            raise ValueError(f"flap link id {f.link_id} out of range 0..{len(sim.L_dst) - 1}")
+        sim.at(f.down_ps, sim._link_state, f.link_id, False)
+        sim.at(f.up_ps, sim._link_state, f.link_id, True)
+    sampler = Sampler(sim, len(flows), cfg.sample_interval_ps or 5 * PS_PER_US)
+    sampler.start(min(f.start_ps for f in flows))
+    wall0 = time.perf_counter()
+    sim.run(cfg.max_time_ps)
+    wall = time.perf_counter() - wall0
+    sampler.final(sim.env._now)
+    return _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall)
+
+
+def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
+    nic_pos = {name: i for i, name in enumerate(fabric.nics)}
+    next_qpn = [_QPN_BASE] * len(fabric.nics)
+    out = []
+    sim.flow_dlv = [0] * len(flows)
+    for fi, fl in enumerate(flows):
+        s_nic, d_nic = _endpoint_nic(fabric, fl.src), _endpoint_nic(fabric, fl.dst)
+        if s_nic == d_nic:
+            raise ValueError(f"flow #{fi} {fl.src}->{fl.dst} stays inside one NIC: no network traffic")
+        ni = nic_pos[s_nic]
+        share, extra = divmod(int(fl.size_bytes), int(fl.qps))
+        qps = []
+        for j in range(int(fl.qps)):
+            qpn = next_qpn[ni]
+            next_qpn[ni] += 1
+            sport = _udp_sport(qpn)
+            fwd = _nic_route(router, fabric, s_nic, d_nic, sport)
+            rev = _nic_route(router, fabric, d_nic, s_nic, sport)
+            payload = share + (1 if j < extra else 0)
+            if payload == 0:
+                continue
+            qp = QP(sum(len(x) for x in out) + len(qps), fi, ni, fwd, rev, payload, cfg.mtu_bytes, sport)
+            qp.cc = make_cc(cfg.cc, line_rate_bps=sim.L_rate[fwd[0]],
+                            base_rtt_ps=_base_rtt_ps(sim, fwd, rev, cfg), clock=sim.clock,
+                            params=cfg.cc_params)
+            if cfg.adaptive_retrans:
+                qp.adapt_base = int(cfg.adaptive_base_ps * (1.0 + rng.random()))
+            qps.append(qp)
+        out.append(qps)
+        sim.active_qps += len(qps)
+        sim.at(int(fl.start_ps), _start_flow, sim, qps)
+    return out
+
+
+def _start_flow(t, sim, qps):
+    for qp in qps:
+        qp.progress_t = t
+        sim.nic_active[qp.nic].append(qp)
+    for port in sorted({qp.port for qp in qps}):
+        sim._port_ready(t, port)
+
+
+def _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall) -> PacketResult:
+    now = sim.env._now
+    flow_stats = []
+    for fi, (fl, qps) in enumerate(zip(flows, qps_by_flow)):
+        failed = any(q.error for q in qps)
+        rx_done = [q.rx_done_ps for q in qps]
+        tx_done = [q.tx_done_ps for q in qps]
+        fct = None if failed or min(rx_done) < 0 else (max(rx_done) - fl.start_ps) / 1000
+        comp = None if failed or min(tx_done) < 0 else (max(tx_done) - fl.start_ps) / 1000
+        flow_stats.append(FlowStats(
+            src=fl.src, dst=fl.dst, bytes=int(fl.size_bytes), start_ns=fl.start_ps / 1000,
+            fct_ns=fct, completion_ns=comp,
+            throughput_gbps=(fl.size_bytes * 8 / fct) if fct else None,
+            delivered_bytes=sim.flow_dlv[fi], retransmits=sum(q.retx_pkts for q in qps),
+            retransmitted_bytes=sum(q.retx_bytes for q in qps), timeouts=sum(q.timeouts for q in qps),
+            failed=failed, qps=len(qps), paths=[list(q.fwd) for q in qps]))
+    for lid in sim.paused_set:  # close pause intervals still open at the end
+        sim.P_paused_ps[lid] += now - sim.P_pause_t0[lid]
+    ports = _port_stats(sim, fabric, now)
+    in_flight = _count_in_flight(sim)
+    unique = sum(sum(min(q.max_sent, q.npkts) for q in qps) for qps in qps_by_flow)
+    retx = sum(f.retransmits for f in flow_stats)
+    ledger = {"injected": sim.inj_pkts, "delivered": sim.dlv_pkts,
+              "dropped": sim.drop_buf + sim.drop_hr + sim.drop_link, "discarded": sim.disc_pkts,
+              "in_flight": in_flight, "unique": unique, "retransmitted": retx,
+              "injected_bytes": sim.inj_bytes, "delivered_bytes": sim.dlv_bytes}
+    ts = sampler.arrays()
+    return PacketResult(
+        flows=flow_stats, ports=ports, drops=ledger["dropped"],
+        drops_by_reason={"buffer": sim.drop_buf, "headroom": sim.drop_hr, "link_down": sim.drop_link},
+        pfc_pauses=sim.pause_frames, pfc_resumes=sim.resume_frames, ecn_marks=sum(sim.P_ecn),
+        cnps=sim.cnps_tx, nacks=sim.nacks_rx, timeouts=sim.timeouts, sim_time_ns=now / 1000,
+        data_packets=sim.inj_pkts, ctrl_packets=sim.ctrl_pkts, events=sim.events, wall_s=wall,
+        ledger=ledger, deadlocks=sim.deadlocks,
+        hol_victims=hol_victims(sim, flow_stats, ports, cfg, fabric), cc=cfg.cc, pfc=cfg.pfc,
+        time_ns=ts[0], queue_bytes=ts[1], flow_delivered_bytes=ts[2])
+
+
+def _port_stats(sim, fabric, now) -> list[PortStats]:
+    nodes = fabric.nodes
+    kinds = fabric.link_kind
+    out = []
+    for lid in range(len(sim.L_dst)):
+        if not (sim.P_txb[lid] or sim.P_drop[lid] or sim.I_pause_tx[lid] or sim.P_pause_rx[lid]):
+            continue
+        cap = sim.L_rate[lid] * now / (8 * 10**12) if now else 0
+        out.append(PortStats(
+            link_id=lid, src=nodes[sim.L_src[lid]], dst=nodes[sim.L_dst[lid]], kind=str(kinds[lid]),
+            utilization=(sim.P_txb[lid] / cap) if cap else 0.0, tx_bytes=sim.P_txb[lid],
+            max_queue_bytes=sim.P_qmax[lid], ecn_marks=sim.P_ecn[lid], drops=sim.P_drop[lid],
+            pfc_pauses_received=sim.P_pause_rx[lid], paused_ns=sim.P_paused_ps[lid] / 1000,
+            pfc_pauses_sent=sim.I_pause_tx[lid], headroom_max_bytes=sim.I_hr_max[lid]))
+    return out
+
+
+def _count_in_flight(sim) -> int:
+    """Data packets still queued or on a wire when the run stopped (counted from the state)."""
+    n = sum(len(d) for d in sim.P_data)
+    arrive = sim._arrive.__func__
+    for item in sim.q:
+        ev = item[3]
+        if type(ev) is tuple and getattr(ev[0], "__func__", None) is arrive and ev[2].kind == 0:
+            n += 1
+    return n

@@ -1,0 +1,154 @@
+"""Configuration of the packet engine: one typed dataclass, every default with its source.
+
+Sources (see ``../shared/reference/nccl-roce.md`` and ``peer-simulators.md``):
+
+* MTU 4096 B: the RoCE path MTU NCCL uses on ConnectX (IB MTU 4096 = payload per packet).
+* RoCEv2 per-packet overhead 62 B = Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4;
+  plus 20 B of preamble and inter-frame gap on the wire (IEEE 802.3).
+* ECN on the RoCE class: Kmin 150 KB / Kmax 1500 KB (NVIDIA Cumulus/Onyx ``roce lossless``
+  defaults, nccl-roce.md 5.4); Pmax 0.2 (HPCC ns-3 ``PMAX_MAP``, peer-simulators.md 1.2).
+* Switch buffer 32 MB and the dynamic PFC threshold alpha = 1/8 (HPCC ns-3 ``BUFFER_SIZE`` and
+  ``switch-mmu.cc`` shift 3, peer-simulators.md 1.1/1.2).
+* PFC headroom: SONiC's formula, ``2 x MTU + 2 x cable bytes + pause quanta x 512 / 8``
+  with 905 quanta at 400G (IEEE 802.3 31B.3.7 via SONiC, nccl-roce.md 5.4).
+* Retransmission: timer 4.096 us x 2^timeout, NCCL_IB_TIMEOUT default 20, NCCL_IB_RETRY_CNT 7
+  (nccl-roce.md 2). Adaptive retransmission: ``adap_retrans`` ladder from a 4 us base
+  (nccl-roce.md 5.3).
+* CNP pacing: ``min_time_between_cnps`` 2 us (ConnectX dump, nccl-roce.md 5.1).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from topologies.units import KB, MB, PS_PER_US
+
+#: IB local ACK timeout unit: 4.096 us, in ps (IB spec; NCCL env.rst, nccl-roce.md 2).
+IB_TIMEOUT_UNIT_PS = 4_096_000
+
+#: IEEE 802.3 pause quanta of the PFC peer response, per port speed in Gb/s (SONiC doc).
+PAUSE_QUANTA = {10: 67, 25: 80, 40: 118, 50: 147, 100: 394, 200: 453, 400: 905}
+
+CC_NAMES = ("none", "dcqcn", "swift", "hybrid")
+
+
+@dataclass(frozen=True)
+class PacketConfig:
+    """Every knob of the packet engine. Sizes in bytes, times in ps, rates in bit/s.
+
+    Parameters
+    ----------
+    mtu_bytes : payload bytes per data packet (RoCE path MTU).
+    header_bytes, wire_gap_bytes : per-packet headers and preamble + IFG on the wire.
+    ctrl_bytes : ACK / NACK / CNP frame size (minimum Ethernet frame).
+    ack_every_packets : ACK coalescing: one ACK per this many in-order packets (and at message end).
+    cc : congestion control per QP: none, dcqcn, swift, hybrid (``netsim.cc``).
+    cc_params : passed to ``netsim.cc.make_cc`` unchanged.
+    cnp : whether receivers send CNPs on ECN marks; None = on for dcqcn and hybrid.
+    cnp_interval_ps : notification point: at most one CNP per QP per interval.
+    pfc : PFC on the RoCE class (lossless) or off (lossy: overflow drops).
+    buffer_bytes : shared buffer per switch.
+    pfc_alpha : dynamic threshold: an ingress queue may hold alpha x (free shared buffer).
+    pfc_xoff_bytes : static XOFF threshold per ingress queue instead of the dynamic one.
+    pfc_xon_offset_bytes : resume when the ingress queue is this far below the threshold.
+    headroom_bytes : per ingress queue; None = the SONiC formula from link rate and delay.
+    ecn : RED-style marking on the RoCE egress queue.
+    ecn_kmin_bytes, ecn_kmax_bytes, ecn_pmax : marking ramp.
+    ib_timeout : the verbs ``timeout`` (NCCL_IB_TIMEOUT): retransmit timer 4.096 us x 2^n.
+    retry_cnt : retries after the first timeout before the QP errors (NCCL_IB_RETRY_CNT, <= 7).
+    adaptive_retrans : adap_retrans ladder (see ``docs/packet-engine.md``).
+    adaptive_base_ps, adaptive_tries_per_step : first adaptive timeout and tries per doubling.
+    max_time_ps : hard stop of the simulated time (flows still running are reported unfinished).
+    sample_interval_ps : period of the queue / rate time series; None = automatic.
+    trace : keep a per-packet trace (big: only on request).
+    """
+
+    mtu_bytes: int = 4096
+    header_bytes: int = 62
+    wire_gap_bytes: int = 20
+    ctrl_bytes: int = 64
+    ack_every_packets: int = 4
+    cc: str = "none"
+    cc_params: dict = field(default_factory=dict)
+    cnp: bool | None = None
+    cnp_interval_ps: int = 2 * PS_PER_US
+    pfc: bool = True
+    buffer_bytes: int = 32 * MB
+    pfc_alpha: float = 1.0 / 8.0
+    pfc_xoff_bytes: int | None = None
+    pfc_xon_offset_bytes: int = 2 * 4096
+    headroom_bytes: int | None = None
+    ecn: bool = True
+    ecn_kmin_bytes: int = 150 * KB
+    ecn_kmax_bytes: int = 1500 * KB
+    ecn_pmax: float = 0.2
+    ib_timeout: int = 20
+    retry_cnt: int = 7
+    adaptive_retrans: bool = False
+    adaptive_base_ps: int = 4 * PS_PER_US
+    adaptive_tries_per_step: int = 2
+    max_time_ps: int = 10**13  # 10 s
+    sample_interval_ps: int | None = None
+    trace: bool = False
+
+    def __post_init__(self) -> None:
+        _positive = ("mtu_bytes", "ctrl_bytes", "ack_every_packets", "buffer_bytes",
+                     "cnp_interval_ps", "max_time_ps", "adaptive_base_ps",
+                     "adaptive_tries_per_step")
+        for name in _positive:
+            if int(getattr(self, name)) <= 0:
+                raise ValueError(f"PacketConfig.{name} must be > 0, got {getattr(self, name)!r}")
+        for name in ("header_bytes", "wire_gap_bytes", "pfc_xon_offset_bytes"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"PacketConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.cc not in CC_NAMES:
+            raise ValueError(f"PacketConfig.cc must be one of {', '.join(CC_NAMES)}, got {self.cc!r}")
+        if not 0 <= self.retry_cnt <= 7:
+            raise ValueError(f"PacketConfig.retry_cnt must be in 0..7 (IB 3-bit field), got {self.retry_cnt}")
+        if not 0 <= self.ib_timeout <= 31:
+            raise ValueError(f"PacketConfig.ib_timeout must be in 0..31 (0 = infinite), got {self.ib_timeout}")
+        if not 0.0 < self.pfc_alpha:
+            raise ValueError(f"PacketConfig.pfc_alpha must be > 0, got {self.pfc_alpha}")
+        if not 0.0 <= self.ecn_pmax <= 1.0:
+            raise ValueError(f"PacketConfig.ecn_pmax must be in [0, 1], got {self.ecn_pmax}")
+        if self.ecn_kmax_bytes < self.ecn_kmin_bytes:
+            raise ValueError("PacketConfig.ecn_kmax_bytes must be >= ecn_kmin_bytes "
+                             f"({self.ecn_kmax_bytes} < {self.ecn_kmin_bytes})")
+        if self.sample_interval_ps is not None and self.sample_interval_ps <= 0:
+            raise ValueError("PacketConfig.sample_interval_ps must be > 0 or None (automatic)")
+
+    def replace(self, **changes) -> PacketConfig:
+        """Return a copy with *changes* applied (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes a full data packet occupies on the wire."""
+        return self.mtu_bytes + self.header_bytes + self.wire_gap_bytes
+
+    @property
+    def rto_ps(self) -> int | None:
+        """Retransmit timeout 4.096 us x 2^ib_timeout, or None for 0 (infinite, IB spec)."""
+        if self.ib_timeout == 0:
+            return None
+        return IB_TIMEOUT_UNIT_PS << self.ib_timeout
+
+    @property
+    def cnp_enabled(self) -> bool:
+        """CNPs on unless set: on for the ECN-driven algorithms (DCQCN, hybrid)."""
+        if self.cnp is not None:
+            return bool(self.cnp)
+        return self.cc in ("dcqcn", "hybrid")
+
+
+def headroom_bytes_for(rate_bps: int, latency_ps: int, mtu_bytes: int) -> int:
+    """PFC headroom per ingress queue from SONiC's formula (nccl-roce.md 5.4).
+
+    ``2 x MTU + 2 x bytes on the cable + peer response``, with the peer response
+    ``quanta x 512 / 8`` bytes for the port speed (linear in rate between listed speeds).
+    """
+    gbps = rate_bps / 1e9
+    quanta = PAUSE_QUANTA.get(int(round(gbps)), 905 * gbps / 400)
+    cable = rate_bps * latency_ps // (8 * 10**12)
+    return int(2 * mtu_bytes + 2 * cable + quanta * 512 // 8)

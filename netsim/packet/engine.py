@@ -1,0 +1,356 @@
+"""The packet engine: ports, switches (shared buffer, ECN, PFC), links with flaps, event loop.
+
+Model (details and sources in ``docs/packet-engine.md`` and :mod:`netsim.packet.config`):
+
+* Every directed link ``l`` is one egress port at its tail node with two classes: a strict
+  high-priority class for ACK/NACK/CNP and the lossless RoCE class for data. A packet of
+  ``s`` bytes takes ``s x 8 / rate`` to serialize, then the link's propagation delay;
+  store-and-forward at each switch.
+* A switch charges a data packet to its shared buffer and to the ingress queue it came in on
+  until it leaves the egress queue. PFC: when an ingress queue passes the XOFF threshold
+  (dynamic ``alpha x free buffer`` or static), a PAUSE reaches the upstream egress port one
+  propagation delay later and stops its data class; RESUME when the queue is
+  ``pfc_xon_offset_bytes`` below the threshold. Bytes arriving while paused go to headroom;
+  beyond it (or a full buffer, or PFC off and the egress above the dynamic threshold) the
+  packet is dropped. Pause propagation and head-of-line blocking are not scripted: a paused
+  egress simply stops, its queue grows and pauses its own upstream.
+* ECN: RED on the egress data queue at enqueue (Kmin, Kmax, Pmax).
+* A link that is down loses every packet sent on it or in flight on it.
+
+Speed: the hot path is plain callbacks on simpy's heap (``Environment._queue``), entries
+``(t_ps, 1, eid, (fn, a, b))`` run by :meth:`PacketSim.run`; a port's next service is one
+lazy wake event; pacing is by computed departure times. simpy events (processes, timeouts) on
+the same environment still run through their callbacks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappop, heappush
+
+import simpy
+
+from netsim.packet.qp import DATA, RcTransport
+
+_PS_BITS = 8 * 10**12
+
+
+class _Done(Exception):
+    """Every QP finished or failed: leave the event loop."""
+
+
+class _Clock:
+    """The ``Clock`` the congestion-control algorithms see (netsim/cc/base.py)."""
+
+    __slots__ = ("_sim",)
+
+    def __init__(self, sim):
+        self._sim = sim
+
+    @property
+    def now_ps(self) -> int:
+        return self._sim.env._now
+
+    def call_at(self, t_ps: int, fn) -> None:
+        sim = self._sim
+        heappush(sim.q, (max(int(t_ps), sim.env._now), 1, next(sim.eid), (_call0, fn, None)))
+
+
+def _call0(t, fn, _):
+    fn()
+
+
+class PacketSim(RcTransport):
+    """State of one packet-level simulation. Build with :func:`netsim.packet.simulate_packets`."""
+
+    def __init__(self, link_src, link_dst, link_rate_bps, link_prop_ps, link_nic, reverse_link, config, rng):
+        cfg = config
+        self.cfg = cfg
+        self.env = simpy.Environment()
+        self.q = self.env._queue
+        self.eid = self.env._eid
+        self.clock = _Clock(self)
+        n = len(link_dst)
+        self.L_src = list(link_src)
+        self.L_dst = list(link_dst)
+        self.L_rate = [int(r) for r in link_rate_bps]
+        self.L_prop = [int(p) for p in link_prop_ps]
+        self.L_nic = list(link_nic)
+        self.L_rev = list(reverse_link)
+        self.L_up = [True] * n
+        self.P_busy = [0] * n
+        self.P_wake = [-1] * n
+        self.P_ctrl = [deque() for _ in range(n)]
+        self.P_data = [deque() for _ in range(n)]
+        self.P_qb = [0] * n
+        self.P_qmax = [0] * n
+        self.P_paused = [False] * n
+        self.P_pause_t0 = [0] * n
+        self.P_paused_ps = [0] * n
+        self.P_pause_rx = [0] * n
+        self.P_txb = [0] * n
+        self.P_ecn = [0] * n
+        self.P_drop = [0] * n
+        self.I_bytes = [0] * n
+        self.I_xoff = [False] * n
+        self.I_level = [0] * n
+        self.I_pause_tx = [0] * n
+        self.I_hr_max = [0] * n
+        self.nic_rr = [0] * n
+        self.paused_set: set[int] = set()
+        self.S_used = [0] * (max(link_dst) + 1 if n else 1)
+        self.mtu = cfg.mtu_bytes
+        self.hdr = cfg.header_bytes + cfg.wire_gap_bytes
+        self.ctrl_size = cfg.ctrl_bytes + cfg.wire_gap_bytes
+        self.ack_every = cfg.ack_every_packets
+        self.rto = cfg.rto_ps
+        self.retry_cnt = cfg.retry_cnt
+        self.adaptive = cfg.adaptive_retrans
+        self.adapt_tries = cfg.adaptive_tries_per_step
+        self.pfc = cfg.pfc
+        self.buffer = cfg.buffer_bytes
+        self.alpha = cfg.pfc_alpha
+        self.xoff_static = cfg.pfc_xoff_bytes
+        self.xon_off = cfg.pfc_xon_offset_bytes
+        self.headroom = [0] * n  # filled by the builder
+        self.ecn = cfg.ecn
+        self.kmin, self.kmax, self.pmax = cfg.ecn_kmin_bytes, cfg.ecn_kmax_bytes, cfg.ecn_pmax
+        self.rng = rng
+        self._u = []
+        self._ui = 0
+        self.cnp_gen = None
+        self.nic_active: list[list] = []
+        self.flow_dlv: list[int] = []
+        self.active_qps = 0
+        self.inj_pkts = self.inj_bytes = self.dlv_pkts = self.dlv_bytes = self.disc_pkts = 0
+        self.drop_buf = self.drop_hr = self.drop_link = 0
+        self.ctrl_pkts = self.cnps_tx = self.cnps_rx = self.nacks_rx = self.timeouts = 0
+        self.pause_frames = self.resume_frames = 0
+        self.events = 0
+        self.deadlocks: list[dict] = []
+
+    # ---------------------------------------------------------------- event loop
+    def run(self, until_ps: int) -> None:
+        """Run events up to *until_ps* or until every QP is done or failed."""
+        q = self.q
+        env = self.env
+        n = 0
+        try:
+            while q:
+                item = heappop(q)
+                t = item[0]
+                if t > until_ps:
+                    heappush(q, item)
+                    break
+                env._now = t
+                ev = item[3]
+                n += 1
+                if type(ev) is tuple:
+                    ev[0](t, ev[1], ev[2])
+                else:  # a genuine simpy event (process, timeout) sharing the heap
+                    callbacks, ev.callbacks = ev.callbacks, None
+                    for cb in callbacks:
+                        cb(ev)
+                    if not ev._ok and not hasattr(ev, "_defused"):
+                        raise ev._value
+        except _Done:
+            pass
+        self.events += n
+
+    def at(self, t_ps: int, fn, a=None, b=None) -> None:
+        """Schedule ``fn(t, a, b)`` at *t_ps*."""
+        heappush(self.q, (int(t_ps), 1, next(self.eid), (fn, a, b)))
+
+    def _qp_finished(self, t):
+        self.active_qps -= 1
+        if self.active_qps <= 0:
+            raise _Done
+
+    # ---------------------------------------------------------------- ports
+    def _kick(self, l, t):
+        """Make sure port *l* is served at *t* (one pending wake per port, earliest wins)."""
+        w = self.P_wake[l]
+        if 0 <= w <= t:
+            return
+        self.P_wake[l] = t
+        heappush(self.q, (t, 1, next(self.eid), (self._wake, l, None)))
+
+    def _wake(self, t, l, _):
+        if self.P_wake[l] != t:
+            return  # superseded by an earlier wake
+        self.P_wake[l] = -1
+        busy = self.P_busy[l]
+        if busy > t:
+            self._kick(l, busy)
+        else:
+            self._serve(t, l)
+
+    def _serve(self, t, l):
+        """Port *l* is free at *t*: send the next packet (control first, then data)."""
+        ctrl = self.P_ctrl[l]
+        if ctrl:
+            self._tx(t, l, ctrl.popleft())
+        elif self.L_nic[l] >= 0:
+            if not self.P_paused[l]:
+                self._nic_send(t, l)
+            return
+        else:
+            data = self.P_data[l]
+            if not data or self.P_paused[l]:
+                return
+            pkt = data.popleft()
+            self.P_qb[l] -= pkt.size
+            self._release(t, pkt)
+            self._tx(t, l, pkt)
+        if ctrl or (self.P_data[l] and not self.P_paused[l]):
+            self._kick(l, self.P_busy[l])
+        elif self.L_nic[l] >= 0 and self.nic_active[self.L_nic[l]]:
+            self._kick(l, self.P_busy[l])
+
+    def _tx(self, t, l, pkt):
+        """Serialize *pkt* on link *l* from *t*; it arrives a propagation delay after the end."""
+        end = t + pkt.size * _PS_BITS // self.L_rate[l]
+        self.P_busy[l] = end
+        self.P_txb[l] += pkt.size
+        if self.L_up[l]:
+            heappush(self.q, (end + self.L_prop[l], 1, next(self.eid), (self._arrive, l, pkt)))
+        else:
+            self._lost(l, pkt)
+
+    def _lost(self, l, pkt):
+        if pkt.kind == DATA:
+            self.drop_link += 1
+            self.P_drop[l] += 1
+
+    def _arrive(self, t, l, pkt):
+        """*pkt* has fully arrived over link *l* at the link's head node."""
+        if not self.L_up[l]:
+            self._lost(l, pkt)
+            return
+        route = pkt.route
+        h = pkt.hop + 1
+        if h == len(route):
+            if pkt.kind == DATA:
+                self._rx_data(t, pkt)
+            else:
+                self._rx_ctrl(t, pkt)
+            return
+        pkt.hop = h
+        nl = route[h]
+        if pkt.kind != DATA:
+            self.P_ctrl[nl].append(pkt)
+        elif not self._admit(t, l, nl, pkt):
+            return
+        if self.P_wake[nl] < 0:
+            busy = self.P_busy[nl]
+            if busy <= t:
+                self._serve(t, nl)
+            elif pkt.kind != DATA or not self.P_paused[nl]:
+                self._kick(nl, busy)
+
+    def _admit(self, t, l, nl, pkt):
+        """Buffer admission, PFC and ECN for a data packet entering egress *nl* from link *l*."""
+        node = self.L_dst[l]
+        size = pkt.size
+        used = self.S_used[node]
+        # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
+        if used + size > self.buffer and not (self.pfc and self.I_xoff[l]):
+            self.drop_buf += 1
+            self.P_drop[nl] += 1
+            return False
+        qb = self.P_qb[nl]
+        thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
+        if self.pfc:
+            ib = self.I_bytes[l] + size
+            if self.I_xoff[l]:
+                hr = ib - self.I_level[l]
+                if hr > self.headroom[l]:
+                    self.drop_hr += 1
+                    self.P_drop[nl] += 1
+                    return False
+                if hr > self.I_hr_max[l]:
+                    self.I_hr_max[l] = hr
+            elif ib > thr:
+                self.I_xoff[l] = True
+                self.I_level[l] = ib
+                self.I_pause_tx[l] += 1
+                self.pause_frames += 1
+                self.at(t + self.L_prop[l], self._pause, l, True)
+            self.I_bytes[l] = ib
+        elif qb + size > thr:
+            self.drop_buf += 1
+            self.P_drop[nl] += 1
+            return False
+        self.S_used[node] = used + size
+        if self.ecn and qb > self.kmin:
+            if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
+                pkt.ecn = 1
+                self.P_ecn[nl] += 1
+        pkt.inl = l
+        self.P_data[nl].append(pkt)
+        qb += size
+        self.P_qb[nl] = qb
+        if qb > self.P_qmax[nl]:
+            self.P_qmax[nl] = qb
+        return True
+
+    def _uniform(self):
+        """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""
+        i = self._ui
+        if i >= len(self._u):
+            self._u = self.rng.random(4096).tolist()
+            i = 0
+        self._ui = i + 1
+        return self._u[i]
+
+    def _release(self, t, pkt):
+        """*pkt* leaves its switch: free buffer and ingress accounting, maybe send RESUME."""
+        l = pkt.inl
+        size = pkt.size
+        node = self.L_dst[l]
+        used = self.S_used[node] - size
+        self.S_used[node] = used
+        ib = self.I_bytes[l] - size
+        self.I_bytes[l] = ib
+        if self.I_xoff[l]:
+            thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
+            if ib + self.xon_off <= thr:
+                self.I_xoff[l] = False
+                self.resume_frames += 1
+                self.at(t + self.L_prop[l], self._pause, l, False)
+
+    def _pause(self, t, l, on):
+        """A PFC PAUSE (*on*) or RESUME frame reached the upstream egress port *l*."""
+        if on:
+            if not self.P_paused[l] and self.L_up[l]:
+                self.P_paused[l] = True
+                self.P_pause_t0[l] = t
+                self.P_pause_rx[l] += 1
+                self.paused_set.add(l)
+            return
+        self._unpause(t, l)
+
+    def _unpause(self, t, l):
+        if not self.P_paused[l]:
+            return
+        self.P_paused[l] = False
+        self.P_paused_ps[l] += t - self.P_pause_t0[l]
+        self.paused_set.discard(l)
+        if self.P_wake[l] < 0:
+            if self.P_busy[l] <= t:
+                self._serve(t, l)
+            else:
+                self._kick(l, self.P_busy[l])
+
+    # ---------------------------------------------------------------- faults
+    def _link_state(self, t, l, up):
+        """Cable of link *l* (both directions) goes down or comes back up."""
+        for d in (l, self.L_rev[l]):
+            if d < 0:
+                continue
+            self.L_up[d] = up
+            # A link that goes down forgets its PFC state (no RESUME could cross it).
+            self._unpause(t, d)
+            self.I_xoff[d] = False
+            if up:
+                self._kick(d, max(t, self.P_busy[d]))

@@ -1,0 +1,289 @@
+"""RC queue pairs and the NIC: segmentation, pacing, ACK/NACK, go-back-N, retransmit timer.
+
+This is a mixin of :class:`netsim.packet.engine.PacketSim`; the engine owns the ports and the
+event heap, this module the transport. Model (IB spec semantics, as NCCL configures them):
+
+* A QP carries its share of a flow as ``npkts`` packets of ``mtu_bytes`` payload (the last one
+  shorter), PSN 0..npkts-1. The NIC port serves its QPs round robin; each QP is paced at its
+  congestion control's ``rate_bps`` and limited by ``cwnd_bytes`` of bytes in flight.
+* The responder ACKs every ``ack_every_packets`` in-order packets and the last one (cumulative
+  PSN), NACKs the first out-of-sequence packet once per expected PSN (go-back-N: the requester
+  rewinds ``snd_nxt``), re-ACKs duplicates once, and sends a CNP for ECN-marked packets through
+  the notification point's pacing (``CnpGenerator``). ACKs echo ECN and carry the send time of
+  the packet that triggered them (the RTT sample).
+* Local ACK timeout ``rto = 4.096 us x 2^ib_timeout``, restarted on progress. Timeout: rewind to
+  the oldest unacknowledged PSN; after ``retry_cnt`` retries the next timeout puts the QP in error
+  and its flow fails. With ``adaptive_retrans`` the k-th consecutive timeout waits
+  ``min(rto, b x 2^(k // tries_per_step))`` with b drawn in [base, 2 base) per QP, and the QP
+  errors once ``(retry_cnt + 1) x rto`` passed without progress (same budget, earlier tries:
+  NVIDIA's adap_retrans profile ladder capped by the QP timeout, nccl-roce.md 5.3).
+"""
+
+from __future__ import annotations
+
+from heapq import heappush
+
+DATA, ACK, NACK, CNP = 0, 1, 2, 3
+_PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS // rate_bps
+
+
+class Pkt:
+    """One packet in the fabric (a small slotted record, the only per-packet object)."""
+
+    __slots__ = ("kind", "qp", "psn", "size", "route", "hop", "ecn", "t_sent", "inl")
+
+    def __init__(self, kind, qp, psn, size, route, ecn, t_sent):
+        self.kind = kind
+        self.qp = qp
+        self.psn = psn
+        self.size = size
+        self.route = route
+        self.hop = 0
+        self.ecn = ecn
+        self.t_sent = t_sent
+        self.inl = -1
+
+
+class QP:
+    """Requester and responder state of one RC queue pair (both ends in one record)."""
+
+    __slots__ = ("idx", "flow", "nic", "port", "rport", "fwd", "rev", "npkts", "last_payload",
+                 "snd_nxt", "snd_una", "max_sent", "cc", "next_ok", "deadline", "timer_on",
+                 "retries", "progress_t", "adapt_base", "error", "done", "rx_next", "rx_unacked",
+                 "rx_ecn", "rx_nacked", "rx_dup_acked", "rx_done_ps", "tx_done_ps", "retx_pkts",
+                 "retx_bytes", "timeouts", "payload_bytes", "sport")
+
+    def __init__(self, idx, flow, nic, fwd, rev, payload_bytes, mtu, sport):
+        self.idx = idx
+        self.flow = flow
+        self.nic = nic
+        self.fwd = fwd
+        self.rev = rev
+        self.port = fwd[0]
+        self.rport = rev[0]
+        self.sport = sport
+        self.payload_bytes = payload_bytes
+        self.npkts = max(1, -(-payload_bytes // mtu))
+        self.last_payload = payload_bytes - (self.npkts - 1) * mtu
+        self.snd_nxt = self.snd_una = self.max_sent = 0
+        self.cc = None
+        self.next_ok = 0
+        self.deadline = -1
+        self.timer_on = False
+        self.retries = 0
+        self.progress_t = 0
+        self.adapt_base = 0
+        self.error = self.done = False
+        self.rx_next = self.rx_unacked = 0
+        self.rx_ecn = self.rx_nacked = self.rx_dup_acked = False
+        self.rx_done_ps = self.tx_done_ps = -1
+        self.retx_pkts = self.retx_bytes = self.timeouts = 0
+
+
+class RcTransport:
+    """Mixin: NIC data source, responder and requester logic of :class:`PacketSim`."""
+
+    # ---------------------------------------------------------------- requester (sender) side
+    def _nic_send(self, t, l):
+        """The NIC port *l* is free at *t*: send one data packet of an eligible QP, if any."""
+        qps = self.nic_active[self.L_nic[l]]
+        if not qps:
+            return
+        mtu = self.mtu
+        k = len(qps)
+        start = self.nic_rr[l] % k
+        chosen = None
+        soonest = -1
+        for j in range(k):
+            qp = qps[(start + j) % k]
+            if qp.snd_nxt >= qp.npkts:
+                continue
+            cw = qp.cc.cwnd_bytes
+            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+                continue
+            if qp.next_ok > t:
+                if soonest < 0 or qp.next_ok < soonest:
+                    soonest = qp.next_ok
+                continue
+            chosen = qp
+            self.nic_rr[l] = start + j + 1
+            break
+        if chosen is None:
+            if soonest >= 0:
+                self._kick(l, soonest)
+            return
+        qp = chosen
+        psn = qp.snd_nxt
+        payload = mtu if psn < qp.npkts - 1 else qp.last_payload
+        size = payload + self.hdr
+        pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
+        qp.snd_nxt = psn + 1
+        self.inj_pkts += 1
+        self.inj_bytes += payload
+        if psn < qp.max_sent:
+            qp.retx_pkts += 1
+            qp.retx_bytes += payload
+        else:
+            qp.max_sent = psn + 1
+        if qp.deadline < 0 and self.rto is not None:
+            qp.deadline = t + self._rto_for(qp)
+            if not qp.timer_on:
+                qp.timer_on = True
+                heappush(self.q, (qp.deadline, 1, next(self.eid), (self._timer, qp, None)))
+        cc = qp.cc
+        cc.on_send(size)
+        qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
+        self._tx(t, l, pkt)
+        # Wake the port again when the next packet of any QP may go.
+        busy = self.P_busy[l]
+        nxt = -1
+        for q2 in qps:
+            if q2.snd_nxt < q2.npkts:
+                cw = q2.cc.cwnd_bytes
+                if cw is not None and (q2.snd_nxt - q2.snd_una) * mtu >= cw:
+                    continue
+                if nxt < 0 or q2.next_ok < nxt:
+                    nxt = q2.next_ok
+        if nxt >= 0:
+            self._kick(l, nxt if nxt > busy else busy)
+
+    def _rto_for(self, qp):
+        """Timeout for the next wait of *qp* (the adaptive ladder, or the fixed IB timeout)."""
+        if not self.adaptive:
+            return self.rto
+        step = qp.adapt_base << (qp.retries // self.adapt_tries)
+        return step if step < self.rto else self.rto
+
+    def _timer(self, t, qp, _):
+        """Retransmit timer of *qp* fired (lazy: the deadline may have moved on since)."""
+        qp.timer_on = False
+        if qp.done or qp.error or qp.deadline < 0:
+            return
+        if qp.snd_una >= qp.snd_nxt:
+            qp.deadline = -1  # nothing outstanding (paused or paced): the IB timer is idle
+            return
+        if t < qp.deadline:
+            qp.timer_on = True
+            heappush(self.q, (qp.deadline, 1, next(self.eid), (self._timer, qp, None)))
+            return
+        qp.retries += 1
+        qp.timeouts += 1
+        self.timeouts += 1
+        if self.adaptive:
+            failed = t - qp.progress_t >= (self.retry_cnt + 1) * self.rto
+        else:
+            failed = qp.retries > self.retry_cnt
+        if failed:
+            self._qp_error(t, qp)
+            return
+        qp.snd_nxt = qp.snd_una  # go-back-N from the oldest unacknowledged packet
+        qp.cc.on_timeout()
+        wait = self._rto_for(qp)
+        if self.adaptive:
+            wait = min(wait, qp.progress_t + (self.retry_cnt + 1) * self.rto - t)
+        qp.deadline = t + max(1, wait)
+        qp.timer_on = True
+        heappush(self.q, (qp.deadline, 1, next(self.eid), (self._timer, qp, None)))
+        self._port_ready(t, qp.port)
+
+    def _qp_error(self, t, qp):
+        """Retries exhausted: the QP goes to the error state (IBV_WC_RETRY_EXC_ERR)."""
+        qp.error = True
+        qp.deadline = -1
+        self.nic_active[qp.nic].remove(qp)
+        self._qp_finished(t)
+
+    def _rx_ctrl(self, t, pkt):
+        """An ACK, NACK or CNP reached the requester."""
+        qp = pkt.qp
+        kind = pkt.kind
+        if kind == CNP:
+            self.cnps_rx += 1
+            if not (qp.done or qp.error):
+                qp.cc.on_cnp()
+            return
+        if qp.done or qp.error:
+            return
+        psn = pkt.psn
+        if psn > qp.snd_una:
+            mtu = self.mtu
+            acked = (psn - qp.snd_una) * mtu
+            if psn == qp.npkts:
+                acked -= mtu - qp.last_payload
+            qp.snd_una = psn
+            if qp.snd_nxt < psn:
+                qp.snd_nxt = psn
+            qp.retries = 0
+            qp.progress_t = t
+            qp.cc.on_ack(acked, t - pkt.t_sent, bool(pkt.ecn))
+            if psn >= qp.npkts:
+                qp.done = True
+                qp.tx_done_ps = t
+                qp.deadline = -1
+                self.nic_active[qp.nic].remove(qp)
+                self._qp_finished(t)
+                return
+            if self.rto is not None and qp.snd_nxt > psn:
+                qp.deadline = t + self._rto_for(qp)
+            else:
+                qp.deadline = -1
+        elif kind == ACK:
+            qp.cc.on_ack(0, t - pkt.t_sent, bool(pkt.ecn))
+        if kind == NACK and qp.snd_nxt > psn:
+            qp.snd_nxt = psn  # go-back-N
+            self.nacks_rx += 1
+        self._port_ready(t, qp.port)
+
+    # ---------------------------------------------------------------- responder (receiver) side
+    def _rx_data(self, t, pkt):
+        """A data packet reached the responder NIC."""
+        qp = pkt.qp
+        psn = pkt.psn
+        if pkt.ecn and self.cnp_gen is not None and self.cnp_gen.should_send(qp.idx, t):
+            self._send_ctrl(t, qp, CNP, 0, 0, t)
+            self.cnps_tx += 1
+        if psn == qp.rx_next:
+            self.dlv_pkts += 1
+            payload = pkt.size - self.hdr
+            self.dlv_bytes += payload
+            self.flow_dlv[qp.flow] += payload
+            qp.rx_next = psn + 1
+            qp.rx_nacked = qp.rx_dup_acked = False
+            if pkt.ecn:
+                qp.rx_ecn = True
+            qp.rx_unacked += 1
+            last = qp.rx_next == qp.npkts
+            if last:
+                qp.rx_done_ps = t
+            if last or qp.rx_unacked >= self.ack_every:
+                self._send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
+                qp.rx_unacked = 0
+                qp.rx_ecn = False
+            return
+        self.disc_pkts += 1
+        if psn > qp.rx_next:
+            if not qp.rx_nacked:
+                qp.rx_nacked = True
+                self._send_ctrl(t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+        elif not qp.rx_dup_acked:
+            qp.rx_dup_acked = True
+            self._send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+
+    def _send_ctrl(self, t, qp, kind, psn, ecn, t_sent):
+        """Queue an ACK / NACK / CNP on the responder NIC's high-priority class."""
+        pkt = Pkt(kind, qp, psn, self.ctrl_size, qp.rev, ecn, t_sent)
+        l = qp.rport
+        self.P_ctrl[l].append(pkt)
+        self.ctrl_pkts += 1
+        if self.P_busy[l] <= t:
+            self._serve(t, l)
+        else:
+            self._kick(l, self.P_busy[l])
+
+    def _port_ready(self, t, l):
+        """Something became sendable on port *l*: serve it now or when it is free."""
+        busy = self.P_busy[l]
+        if busy <= t:
+            self._serve(t, l)
+        else:
+            self._kick(l, busy)

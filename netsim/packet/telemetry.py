@@ -1,0 +1,112 @@
+"""Aggregated observability: sampled queues and flow progress, PFC deadlocks, HoL victims.
+
+Time series are sampled, not traced: memory is bounded (at most ``MAX_SAMPLES`` rows; when
+full, every other row is dropped and the period doubles).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+
+MAX_SAMPLES = 2048
+
+
+class Sampler:
+    """Periodic sampling of egress data-queue bytes and per-flow delivered bytes."""
+
+    def __init__(self, sim, nflows: int, interval_ps: int):
+        self.sim = sim
+        self.interval = int(interval_ps)
+        self.t: list[int] = []
+        self.qb: list[list[int]] = []
+        self.dlv: list[list[int]] = []
+        self._prev_cycle: frozenset | None = None
+
+    def start(self, t0: int) -> None:
+        self.sim.at(t0, self._tick)
+
+    def _tick(self, t, _a, _b) -> None:
+        self._record(t)
+        sim = self.sim
+        if len(sim.paused_set) >= 2:
+            self._check_deadlock(t)
+        else:
+            self._prev_cycle = None
+        if sim.active_qps > 0:
+            sim.at(t + self.interval, self._tick)
+
+    def _record(self, t) -> None:
+        if self.t and self.t[-1] == t:
+            return
+        self.t.append(t)
+        self.qb.append(list(self.sim.P_qb))
+        self.dlv.append(list(self.sim.flow_dlv))
+        if len(self.t) >= MAX_SAMPLES:
+            self.t, self.qb, self.dlv = self.t[::2], self.qb[::2], self.dlv[::2]
+            self.interval *= 2
+
+    def final(self, t) -> None:
+        self._record(t)
+
+    def _check_deadlock(self, t) -> None:
+        """A cycle of paused egress ports that all hold data, seen at two samples in a row."""
+        cycle = find_pause_cycle(self.sim)
+        if cycle is None:
+            self._prev_cycle = None
+            return
+        key = frozenset(cycle)
+        if key == self._prev_cycle and not any(key <= frozenset(d["links"]) for d in self.sim.deadlocks):
+            sim = self.sim
+            self.sim.deadlocks.append({"t_ns": t / 1000, "links": sorted(cycle),
+                                       "nodes": [sim.node_names[sim.L_src[lid]] for lid in cycle]
+                                       if hasattr(sim, "node_names") else
+                                       [sim.L_src[lid] for lid in cycle]})
+        self._prev_cycle = key
+
+    def arrays(self):
+        return (np.asarray(self.t, dtype=np.float64) / 1000,
+                np.asarray(self.qb, dtype=np.int64).reshape(len(self.t), -1),
+                np.asarray(self.dlv, dtype=np.int64).reshape(len(self.t), -1))
+
+
+def find_pause_cycle(sim) -> list[int] | None:
+    """Links of a cycle of paused egress ports with queued data, or None.
+
+    A paused port ``u -> v`` waits for ``v`` to drain; a directed cycle of such waits, each
+    holding packets, can never drain by itself: a PFC deadlock.
+    """
+    g = nx.DiGraph()
+    for lid in sim.paused_set:
+        if sim.P_data[lid]:
+            g.add_edge(sim.L_src[lid], sim.L_dst[lid], link=lid)
+    if g.number_of_edges() < 2:
+        return None
+    try:
+        edges = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return None
+    return [g.edges[u, v]["link"] for u, v in edges]
+
+
+def hol_victims(sim, flows, ports, cfg, fabric) -> list[dict]:
+    """Flows slowed by PFC pauses on their path that do not cross a congestion root.
+
+    A *root* is an egress port whose queue reached the ECN Kmin (or held a buffer-sized
+    share) without being paused itself: the real bottleneck. A victim crosses a port that was
+    paused but no root: it shares an upstream port with congested traffic, not its bottleneck.
+    """
+    paused = {p.link_id: p.paused_ns for p in ports if p.paused_ns > 0}
+    if not paused:
+        return []
+    root_q = min(cfg.ecn_kmin_bytes, cfg.pfc_xoff_bytes or cfg.ecn_kmin_bytes)
+    roots = {p.link_id for p in ports if p.max_queue_bytes >= root_q and p.link_id not in paused}
+    out = []
+    for fi, f in enumerate(flows):
+        links = {lid for path in f.paths for lid in path}
+        hit = links & paused.keys()
+        if hit and not links & roots:
+            out.append({"flow": fi, "src": f.src, "dst": f.dst,
+                        "paused_links": sorted(hit),
+                        "paused_ns_on_path": sum(paused[lid] for lid in hit)})
+    return out
