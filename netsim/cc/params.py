@@ -262,6 +262,10 @@ def _swift_check(p: SwiftParams | HybridParams) -> None:
     p._check("mtu_bytes", p.mtu_bytes > 0, "bytes > 0, e.g. 4096")
     p._check("fs_max_cwnd_pkts", p.fs_max_cwnd_pkts > p.fs_min_cwnd_pkts > 0,
              "need 0 < fs_min_cwnd_pkts < fs_max_cwnd_pkts")
+    p._check("min_cwnd_bytes", p.min_cwnd_bytes > 0, "bytes > 0")
+    p._check("max_cwnd_pkts", p.max_cwnd_pkts * p.mtu_bytes > p.min_cwnd_bytes,
+             "must exceed min_cwnd_bytes")
+    p._check("retx_reset_threshold", p.retx_reset_threshold >= 1, "a count >= 1")
 
 
 @dataclass(frozen=True)
@@ -306,46 +310,45 @@ class SwiftParams(_Params):
 
     def __post_init__(self) -> None:
         _swift_check(self)
-        self._check("min_cwnd_bytes", self.min_cwnd_bytes > 0, "bytes > 0")
-        self._check("max_cwnd_pkts", self.max_cwnd_pkts * self.mtu_bytes > self.min_cwnd_bytes,
-                    "must exceed min_cwnd_bytes")
-        self._check("retx_reset_threshold", self.retx_reset_threshold >= 1, "a count >= 1")
 
 
 @dataclass(frozen=True)
 class HybridParams(_Params):
     """DCQCN+Swift hybrid in the spirit of MegaScale (NSDI'24 section 3.6); design in the docs.
 
-    ECN/CNP gives DCQCN's fast multiplicative cut (same fields and firmware defaults as
-    :class:`DcqcnParams`); precise RTTs drive a Swift-style additive increase and bounded
-    multiplicative decrease toward a delay target set below the ECN Kmin's queueing delay.
+    Precise RTTs drive a Swift window (AI, bounded MD) toward a delay target set below the ECN
+    Kmin's queueing delay; ECN/CNP gives DCQCN's alpha-scaled fast cut of that window (same
+    fields and firmware defaults as :class:`DcqcnParams`).
     """
 
-    # DCQCN part (same meaning and source as DcqcnParams).
+    # DCQCN part (same meaning and source as DcqcnParams; the window has its own floor,
+    # min_cwnd_bytes, instead of rpg_min_rate).
     rpg_gd: int = 11
     rpg_min_dec_fac_pct: float = 50.0
-    rpg_min_rate_mbps: float = 1.0
     dce_tcp_g: int = 1019
     dce_tcp_rtt_us: float = 1.0
     initial_alpha_value: int = 1023
     rate_reduce_monitor_period_us: float = 4.0
     min_time_between_cnps_us: float = 2.0
-    # Swift part. Queueing budget 2 us (100 KB at 400 G): below the Cumulus ECN Kmin of 150 KB
-    # (3 us at 400 G), so delay control acts before ECN and ECN only catches bursts. Derived.
+    # Swift part (same meaning and source as SwiftParams) except the queueing budget: 2 us
+    # (100 KB at 400 G) is below the Cumulus ECN Kmin of 150 KB (3 us at 400 G), so delay
+    # control acts before ECN and ECN only catches bursts. Derived, not published.
     base_target_us: float = 2.0
     hop_scaling_us: float = 2.0 / 6.55
     hops: int = 0
-    fs_range_us: float = 10.0
+    fs_range_us: float = 10.0  # 5 x base target, as Swift
     fs_min_cwnd_pkts: float = 0.1
     fs_max_cwnd_pkts: float = 100.0
     ai_pkts: float = 1.0
     beta: float = 0.8
     max_mdf: float = 0.5
+    min_cwnd_bytes: float = 10.0
+    max_cwnd_pkts: float = 1000.0
+    retx_reset_threshold: int = 5
     mtu_bytes: int = 4096
 
     def __post_init__(self) -> None:
         _swift_check(self)
-        self._check("rpg_min_rate_mbps", self.rpg_min_rate_mbps > 0, "must be > 0 Mb/s")
         for name in ("dce_tcp_rtt_us", "rate_reduce_monitor_period_us"):
             self._check(name, getattr(self, name) > 0, "must be > 0 us")
         self._check("min_time_between_cnps_us", self.min_time_between_cnps_us >= 0, "us >= 0")
