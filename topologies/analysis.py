@@ -165,6 +165,7 @@ def draw(fabric: Fabric, path: str) -> str:
     colors = {"gpu": "#76b900", "nvswitch": "#999999", "nic": "#1f77b4", "tor": "#ff7f0e",
               "agg": "#d62728", "core": "#9467bd"}
     pos = {}
+    layers = [r for r in layers if (fabric.node_role == r).any()]
     for level, role in enumerate(layers):
         members = [x for x, r in zip(fabric.nodes, fabric.node_role, strict=True) if r == role]
         for i, node in enumerate(members):
