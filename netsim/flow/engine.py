@@ -37,6 +37,8 @@ class FlowResult:
         Sum over the flow's QPs of their rate in the first allocation (before any completion).
     qp_flow : np.ndarray[int64]
         Flow of every QP; ``qp_sport`` its UDP source port.
+    latency_ps : np.ndarray[int64]
+        Per flow, the propagation latency of its slowest QP path (included in ``finish_ps``).
     links : LinkReport
         Per-link bytes, utilisation, hottest links and ECMP collision statistics.
     model : str
@@ -51,6 +53,7 @@ class FlowResult:
     first_rate_bps: np.ndarray
     qp_flow: np.ndarray
     qp_sport: np.ndarray
+    latency_ps: np.ndarray
     links: LinkReport
     model: str
     events: int
@@ -145,21 +148,23 @@ def simulate_flows(fabric, flows, model: str | SharingModel = "maxmin", router=N
     base, extra = size // qps, size % qps
     qp_bytes = base[qp_flow] + (qp_index < extra[qp_flow])
     nq = len(qp_flow)
+    qp_lat = paths.path_latency_ps(indptr, links)
     problem = FluidProblem(
         inc=inc, capacity_bps=np.asarray(fabric.link_capacity_bps, np.float64),
         size_bits=qp_bytes.astype(np.float64) * 8, phase=np.arange(nq),
-        phase_chain=np.arange(nq), phase_latency_ps=paths.path_latency_ps(indptr, links),
-        chain_start_ps=start[qp_flow])
+        phase_chain=np.arange(nq), phase_latency_ps=qp_lat, chain_start_ps=start[qp_flow])
     res = run_fluid(problem, sharing)
     finish = np.zeros(len(flows), np.int64)
     np.maximum.at(finish, qp_flow, res.phase_end_ps)
+    latency = np.zeros(len(flows), np.int64)
+    np.maximum.at(latency, qp_flow, qp_lat)
     first = np.bincount(qp_flow, weights=np.nan_to_num(res.first_rate_bps), minlength=len(flows))
     with np.errstate(divide="ignore"):
         thr = size * 8.0 * PS_PER_S / np.maximum(finish - start, 1)
     report = link_report(fabric, inc, qp_bytes.astype(np.float64),
                          makespan_s=(finish.max() - start.min()) / PS_PER_S)
-    return FlowResult(start, finish, size, thr, first, qp_flow, sport, report, sharing.name,
-                      res.events)
+    return FlowResult(start, finish, size, thr, first, qp_flow, sport, latency, report,
+                      sharing.name, res.events)
 
 
 def _strip_pcie(paths: FabricPaths, indptr, links, nic_src, nic_dst):
