@@ -139,9 +139,11 @@ class AnalyticCommModel:
         self.hw = hw
         self.overrides = dict(overrides or {})
 
-    def alpha_beta(self, op: str, scope: str, n: int, nic_bps: float) -> AlphaBeta:
-        """Parameters for ``op`` among ``n`` ranks in ``scope``."""
-        fit = self.overrides.get((op, scope)) or self.overrides.get(("*", scope))
+    def alpha_beta(self, op: str, scope: str, n: int, nic_bps: float,
+                   kind: str = "") -> AlphaBeta:
+        """Parameters for ``op`` among ``n`` ranks in ``scope`` (``kind``: tp, pp, dp)."""
+        get = self.overrides.get
+        fit = get((op, scope, kind)) or get((op, scope)) or get(("*", scope))
         if fit is not None:
             return fit
         hw = self.hw
@@ -162,6 +164,6 @@ class AnalyticCommModel:
         out = np.empty(groups.shape[0])
         for key in np.unique(np.stack([scopes, slow_nic], axis=1), axis=0):
             sel = (scopes == key[0]) & (slow_nic == key[1])
-            ab = self.alpha_beta(batch.op, SCOPES[int(key[0])], n, float(key[1]))
+            ab = self.alpha_beta(batch.op, SCOPES[int(key[0])], n, float(key[1]), batch.kind)
             out[sel] = ab.time_s(batch.op, n, batch.size_bytes)
         return out

@@ -74,6 +74,8 @@ class JobSpec:
     """Width override."""
     heads: int | None = None
     """Head-count override."""
+    ffn_hidden: int | None = None
+    """Feed-forward width override."""
     virtual_stages: int = 1
     """Model chunks per pipeline stage (interleaved 1F1B when > 1)."""
     recompute: bool = False
@@ -82,6 +84,8 @@ class JobSpec:
     """Shard optimizer state over DP: reduce-scatter grads, all-gather params."""
     scatter_gather: bool = True
     """Split pipeline activations over the TP ranks (Narayanan et al. 2021 section 4.1)."""
+    act_bytes: int = 2
+    """Bytes per activation element sent over TP and PP (bf16; 4 for an fp32 run)."""
     grad_bytes: int = 4
     """Bytes per gradient element reduced over DP (Megatron reduces bf16 runs' grads in fp32)."""
     order: str = "tp-dp-pp"
@@ -110,7 +114,8 @@ class JobSpec:
     def model_config(self) -> ModelConfig:
         """The preset with this job's overrides applied."""
         return get_model(self.model).replace(seq=self.seq, vocab=self.vocab, layers=self.layers,
-                                             hidden=self.hidden, heads=self.heads)
+                                             hidden=self.hidden, heads=self.heads,
+                                             ffn_hidden=self.ffn_hidden)
 
     def replace(self, **changes: Any) -> JobSpec:
         """Return a validated copy with ``changes``."""
@@ -141,7 +146,7 @@ class JobSpec:
 
 def validate(job: JobSpec) -> None:
     """Refuse a configuration that cannot exist, naming the reason and the fix."""
-    for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "grad_bytes"):
+    for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "grad_bytes", "act_bytes"):
         if getattr(job, name) < 1:
             raise ValueError(f"job.{name} must be >= 1, got {getattr(job, name)}")
     if job.gpus and job.gpus != job.world:

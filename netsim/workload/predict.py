@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 
 from netsim.hardware import HardwareProfile, get_hardware
-from netsim.models import BF16_BYTES
 from netsim.workload.comm import (
     AnalyticCommModel,
     CommBatch,
@@ -169,7 +168,7 @@ def _comm_times(job: JobSpec, model, grid: np.ndarray, loc: Locality,
                 cm: CommModel) -> _CommTimes:
     """Price every group of every kind; keep the slowest group per stage."""
     p, b, s, h = job.pp, job.micro_batch, model.seq, model.hidden
-    act = b * s * h * BF16_BYTES
+    act = b * s * h * job.act_bytes
     tp = np.array([_worst(cm, "all_reduce", "tp", grid[q].reshape(job.dp, job.tp), act, loc)
                    for q in range(p)])
     p2p_bytes = act / (job.tp if job.scatter_gather else 1)
@@ -187,7 +186,7 @@ def _comm_times(job: JobSpec, model, grid: np.ndarray, loc: Locality,
         stage_bytes = _stage_params(job, model, q) / job.tp * job.grad_bytes
         dp_all[q] = _worst(cm, op, "dp", groups, stage_bytes, loc)
         if job.distributed_optimizer:
-            param_bytes = stage_bytes / job.grad_bytes * BF16_BYTES
+            param_bytes = stage_bytes / job.grad_bytes * job.act_bytes
             gather[q] = _worst(cm, "all_gather", "dp", groups, param_bytes, loc)
     emb = 0.0
     if p > 1:

@@ -1,0 +1,130 @@
+"""Read and validate the trainer's files: ``trainer-trace/1`` run directories and
+``trainer-bench/1`` microbenchmark JSON (schemas in ``docs/architecture.md``).
+
+This is the only module of the calibration path that touches disk. A bad file raises
+``ValueError`` naming the file, the line and the missing or wrong field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TRACE_SCHEMA = "trainer-trace/1"
+BENCH_SCHEMA = "trainer-bench/1"
+
+REQUIRED = {
+    "meta": ("schema", "rank", "world_size", "tp", "pp", "dp", "model", "micro_batches",
+             "micro_batch_size", "global_batch"),
+    "compute": ("step", "phase", "layer", "start_s", "end_s"),
+    "collective": ("step", "op", "kind", "group", "bytes", "start_s", "end_s"),
+    "iteration": ("step", "iteration_s"),
+}
+MODEL_KEYS = ("layers", "hidden", "heads", "seq", "vocab")
+
+
+@dataclass
+class RankTrace:
+    """Records of one rank."""
+
+    meta: dict[str, Any]
+    compute: list[dict[str, Any]] = field(default_factory=list)
+    collectives: list[dict[str, Any]] = field(default_factory=list)
+    iterations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class TraceRun:
+    """One trainer run: every rank's records plus ``summary.json``."""
+
+    path: str
+    ranks: list[RankTrace]
+    summary: dict[str, Any]
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.ranks[0].meta
+
+    def iteration_s(self, skip: int = 1) -> list[float]:
+        """Measured iteration times of rank 0, the first ``skip`` (warm-up) steps dropped."""
+        its = [r["iteration_s"] for r in self.ranks[0].iterations]
+        return its[skip:] if len(its) > skip else its
+
+
+def read_trace_dir(path: str | Path) -> TraceRun:
+    """Read ``DIR/trace-rank*.jsonl`` and ``DIR/summary.json``.
+
+    Raises
+    ------
+    ValueError
+        If the directory has no trace files, or a record lacks a field of its type.
+    """
+    d = Path(path)
+    if not d.is_dir():
+        raise ValueError(f"trace {path}: not a directory (expected a trainer --trace-dir)")
+    files = sorted(d.glob("trace-rank*.jsonl"), key=lambda p: int(p.stem.split("rank")[-1]))
+    if not files:
+        raise ValueError(f"trace {path}: no trace-rank*.jsonl files")
+    ranks = [_read_rank(f) for f in files]
+    summary_path = d / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    return TraceRun(path=str(d), ranks=ranks, summary=summary)
+
+
+def _read_rank(path: Path) -> RankTrace:
+    trace: RankTrace | None = None
+    with open(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+            kind = rec.get("type")
+            missing = [k for k in REQUIRED.get(kind, ()) if k not in rec]
+            if kind not in REQUIRED and kind is not None:
+                continue  # record types added later are ignored
+            if kind is None or missing:
+                raise ValueError(f"{path}:{lineno}: record type {kind!r} lacks {missing or ['type']}")
+            if trace is None:
+                if kind != "meta":
+                    raise ValueError(f"{path}:{lineno}: first record must be 'meta'")
+                _check_meta(rec, path)
+                trace = RankTrace(meta=rec)
+                continue
+            {"compute": trace.compute, "collective": trace.collectives,
+             "iteration": trace.iterations}.get(kind, []).append(rec)
+    if trace is None:
+        raise ValueError(f"{path}: empty trace file")
+    return trace
+
+
+def _check_meta(meta: dict, path: Path) -> None:
+    if meta["schema"] != TRACE_SCHEMA:
+        raise ValueError(f"{path}: schema {meta['schema']!r}, expected {TRACE_SCHEMA!r}")
+    missing = [k for k in MODEL_KEYS if k not in meta["model"]]
+    if missing:
+        raise ValueError(f"{path}: meta.model lacks {missing}")
+
+
+def read_bench(path: str | Path) -> list[dict[str, Any]]:
+    """Results of ``python -m trainer.bench`` (``trainer-bench/1``), one dict per size/op."""
+    data = json.loads(Path(path).read_text())
+    if data.get("schema") != BENCH_SCHEMA:
+        raise ValueError(f"bench {path}: schema {data.get('schema')!r}, expected {BENCH_SCHEMA!r}")
+    results = data.get("results")
+    if not isinstance(results, list):
+        raise ValueError(f"bench {path}: 'results' must be a list")
+    for i, r in enumerate(results):
+        missing = [k for k in ("op", "size_bytes", "time_s") if k not in r]
+        if missing:
+            raise ValueError(f"bench {path}: results[{i}] lacks {missing}")
+    return results
+
+
+def read_any(path: str | Path) -> TraceRun | list[dict[str, Any]]:
+    """A trace directory or a bench JSON file."""
+    return read_trace_dir(path) if Path(path).is_dir() else read_bench(path)

@@ -1,0 +1,145 @@
+"""``netsim predict``: iteration time, tokens/s and MFU of a 3D-parallel training job.
+
+Example::
+
+    netsim predict --model gpt3-175b --gpu a100 --gpus 12288 --tp 8 --pp 8 --dp 192 \\
+        --fabric megascale --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from tuner.cli._output import add_json_flag, format_table, print_json, progress
+
+OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm")
+
+
+def register(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "predict",
+        help="predict iteration time and MFU of a 3D-parallel training job",
+        description="Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
+        "communication on the fabric) of a GPT model. Flags override the model preset.",
+    )
+    p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec); flags win")
+    p.add_argument("--model", default=None, help="model preset, e.g. gpt3-175b (default)")
+    p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
+    p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
+    p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
+    p.add_argument("--pp", type=int, default=None, help="pipeline-parallel degree")
+    p.add_argument("--dp", type=int, default=None, help="data-parallel degree")
+    p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration")
+    p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch")
+    p.add_argument("--seq", type=int, default=None, help="sequence length override")
+    p.add_argument("--vocab", type=int, default=None, help="vocabulary size override")
+    p.add_argument("--virtual-stages", type=int, default=None,
+                   help="model chunks per stage (interleaved 1F1B when > 1)")
+    p.add_argument("--recompute", action="store_true", default=None,
+                   help="full activation recomputation")
+    p.add_argument("--distributed-optimizer", action="store_true", default=None,
+                   help="shard optimizer state over DP (reduce-scatter + all-gather)")
+    p.add_argument("--overlap", default=None,
+                   help="comma list of " + ", ".join(OVERLAPS) + "; 'megascale' = all, "
+                   "'none' = Megatron-LM defaults")
+    p.add_argument("--fabric", default=None,
+                   help="fabric preset or file; default: a rail-optimised fabric sized to the job")
+    p.add_argument("--placement", default=None,
+                   help="file with one GPU position per rank (whitespace separated)")
+    p.add_argument("--calibration", default=None, help="calibration.json from netsim calibrate")
+    p.add_argument("--nic-scale", type=float, default=1.0,
+                   help="what-if multiplier of every NIC's bandwidth")
+    add_json_flag(p)
+    return p
+
+
+def _job_from_args(args: argparse.Namespace):
+    from netsim.workload import JobSpec, Overlap
+
+    data: dict = {}
+    if args.job:
+        import yaml
+
+        with open(args.job) as fh:
+            data = dict(yaml.safe_load(fh) or {})
+    flags = {"model": args.model, "gpu": args.gpu, "gpus": args.gpus, "tp": args.tp,
+             "pp": args.pp, "dp": args.dp, "global_batch": args.global_batch,
+             "micro_batch": args.micro_batch, "seq": args.seq, "vocab": args.vocab,
+             "virtual_stages": args.virtual_stages, "recompute": args.recompute,
+             "distributed_optimizer": args.distributed_optimizer}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if args.overlap:
+        data["overlap"] = _parse_overlap(args.overlap, Overlap)
+    return JobSpec.from_dict(data)
+
+
+def _parse_overlap(text: str, overlap_cls):
+    if text == "megascale":
+        return overlap_cls.megascale()
+    if text == "none":
+        return overlap_cls()
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in OVERLAPS]
+    if bad:
+        raise ValueError(f"--overlap: unknown {bad}; choose from {', '.join(OVERLAPS)}")
+    return overlap_cls(**{n: True for n in names})
+
+
+def run(args: argparse.Namespace) -> int:
+    from netsim.hardware import get_hardware
+    from netsim.workload import predict
+
+    steps = ["placing ranks", "pricing collectives", "pricing compute", "executing the pipeline"]
+    bar = progress(total=len(steps) + 2, desc="predict", enabled=sys.stderr.isatty())
+    job = _job_from_args(args)
+    hw = get_hardware(job.gpu)
+    if args.nic_scale != 1.0:
+        hw = hw.scaled_network(args.nic_scale)
+    fabric = None
+    if args.fabric:
+        from topologies import load_fabric
+
+        bar.set_description("building fabric")
+        fabric = load_fabric(args.fabric)
+    bar.update(1)
+    calibration = None
+    if args.calibration:
+        from netsim.calibration import load_calibration
+
+        calibration = load_calibration(args.calibration)
+    placement = _read_placement(args.placement) if args.placement else None
+
+    def say(msg: str) -> None:
+        bar.set_description(msg)
+        bar.update(1)
+
+    pred = predict(job, fabric, hw, calibration=calibration, placement=placement, progress=say)
+    bar.close()
+    if args.json:
+        out = pred.to_json()
+        out["fabric"] = fabric.name if fabric is not None else None
+        print_json(out)
+        return 0
+    _print_human(pred, fabric)
+    return 0
+
+
+def _read_placement(path: str) -> list[int]:
+    with open(path) as fh:
+        try:
+            return [int(tok) for tok in fh.read().split()]
+        except ValueError:
+            raise ValueError(f"placement file {path}: expected integers (GPU positions)") from None
+
+
+def _print_human(pred, fabric) -> None:
+    j = pred.job
+    print(f"{j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, pp {j['pp']}, dp {j['dp']}, "
+          f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
+          f"{fabric.name if fabric is not None else 'synthetic'}")
+    rows = [("iteration_s", pred.iteration_s), ("tokens_per_s", pred.tokens_per_s),
+            ("mfu", pred.mfu), ("hfu", pred.hfu), ("bubble_fraction", pred.bubble_fraction),
+            ("compute_s", pred.compute_s), ("optimizer_s", pred.optimizer_s)]
+    rows += [(f"exposed_comm_s.{k}", v) for k, v in pred.exposed_comm_s.items()]
+    print(format_table(["metric", "value"], rows, floatfmt=".4g"))
