@@ -31,6 +31,9 @@ class Slowdown:
     per_group: np.ndarray
     flows: int
     qps: int
+    #: the switch-to-switch link shared by the most QPs: src, dst, kind, gbps, qps and
+    #: ``over`` = offered load / capacity with every QP at its NIC's fair share
+    hot_link: dict | None = None
 
     @property
     def worst(self) -> float:
@@ -105,7 +108,23 @@ def collision_slowdown(fabric, groups: np.ndarray, qps: int = 1,
     edge_slow = np.maximum(fair / np.maximum(rate, 1.0), 1.0)
     per_group = np.ones(n_groups)
     np.maximum.at(per_group, gid, edge_slow)
-    return Slowdown(per_group, len(flows), qps)
+    return Slowdown(per_group, len(flows), qps, _hot_link(fabric, res, float(fair.max()),
+                                                           channels_per_peer * qps))
+
+
+def _hot_link(fabric, res, nic_share_bps: float, qps_per_edge: int) -> dict | None:
+    """The fabric link of the run with the most QPs on it (from the flow engine's report)."""
+    from netsim.flow.stats import fabric_link_mask
+
+    mask = fabric_link_mask(fabric)
+    rows = [h for h in res.links.hottest if mask[h["link"]]]
+    if not rows:
+        return None
+    h = max(rows, key=lambda r: (r["qps"], r["utilization"]))
+    cap = float(np.asarray(fabric.link_capacity_bps)[h["link"]])
+    over = h["qps"] * nic_share_bps / qps_per_edge / cap
+    return {"src": h["src"], "dst": h["dst"], "kind": h["kind"], "gbps": cap / 1e9,
+            "qps": int(h["qps"]), "over": float(over)}
 
 
 @dataclass
