@@ -110,3 +110,40 @@ def ecmp_stats(fabric, qp: np.ndarray, link: np.ndarray, per_link: np.ndarray) -
         "colliding_qp_fraction": colliding,
         "max_over_mean_load": float(load.max() / load.mean()),
     }
+
+
+def max_load_distribution(n_flows: int, n_paths: int, experiments: int = 1) -> np.ndarray:
+    """Exact distribution of the fullest ECMP path when flows hash uniformly (balls in bins).
+
+    ``P(max <= k) = N! / M^N [x^N] (sum_{j <= k} x^j / j!)^M`` for N flows on M paths; with
+    several independent experiments (ToRs), the max over them has CDF ``P(max <= k)^E``.
+
+    Parameters
+    ----------
+    n_flows, n_paths : int
+    experiments : int
+        Independent hash experiments the maximum is taken over.
+
+    Returns
+    -------
+    np.ndarray
+        ``p[k]`` = probability that the fullest path carries ``k`` flows, k = 0..n_flows.
+    """
+    if n_flows < 0 or n_paths < 1 or experiments < 1:
+        raise ValueError("max_load_distribution: need n_flows >= 0, n_paths >= 1, experiments >= 1")
+    from math import lgamma
+
+    # work in log space: N! / M^N overflows floats for a few hundred flows
+    j = np.arange(n_flows + 1)
+    log_fact = np.array([lgamma(x + 1) for x in j])
+    cdf = np.zeros(n_flows + 1)
+    for k in range(n_flows + 1):
+        term = np.exp(-log_fact[: k + 1])
+        acc = np.array([1.0])
+        for _ in range(n_paths):
+            acc = np.convolve(acc, term)[: n_flows + 1]
+        coef = acc[n_flows] if len(acc) > n_flows else 0.0
+        cdf[k] = 0.0 if coef == 0 else np.exp(np.log(coef) + log_fact[n_flows]
+                                              - n_flows * np.log(n_paths))
+    cdf = np.minimum(cdf, 1.0) ** experiments
+    return np.diff(np.r_[0.0, cdf])

@@ -12,33 +12,19 @@ P(max <= k) = N!/M^N [x^N] (sum_{j<=k} x^j/j!)^M.
 
 from __future__ import annotations
 
-from math import factorial
-
 import numpy as np
 import pytest
 
 from netsim.flow import simulate_flows
+from netsim.flow.stats import max_load_distribution
 from netsim.traffic import Flow
 
 SIZE = 10_000_000
 TRIALS = 60
 
 
-def max_bin_distribution(n_balls: int, m_bins: int, experiments: int) -> np.ndarray:
-    """P(max over `experiments` independent throws of the fullest bin = k), k = 0..n_balls."""
-    cdf = []
-    for k in range(n_balls + 1):
-        term = np.array([1 / factorial(j) for j in range(min(k, n_balls) + 1)])
-        acc = np.array([1.0])
-        for _ in range(m_bins):
-            acc = np.convolve(acc, term)[:n_balls + 1]
-        coef = acc[n_balls] if len(acc) > n_balls else 0.0
-        cdf.append(coef * factorial(n_balls) / m_bins ** n_balls)
-    return np.diff(np.r_[0.0, np.array(cdf) ** experiments])
-
-
 def expected_slowdown(n_flows, uplinks, tors, qps, nic_over_uplink):
-    p = max_bin_distribution(n_flows * qps, uplinks, tors)
+    p = max_load_distribution(n_flows * qps, uplinks, tors)
     k = np.arange(len(p))
     v = np.maximum(1.0, k * nic_over_uplink / qps)
     mean = float((p * v).sum())
@@ -84,3 +70,13 @@ def test_split_downlink_collides_less_than_400g_port(fabric_400g, fabric_2x200g)
     a = measured_slowdowns(fabric_400g, 8, 1)
     b = measured_slowdowns(fabric_2x200g, 16, 1)
     assert b.mean() < a.mean() - 0.3
+
+
+def test_max_load_distribution_by_monte_carlo(rng):
+    # independent check of the closed form: throw the balls
+    p = max_load_distribution(12, 8, 2)
+    throws = rng.integers(0, 8, size=(40_000, 2, 12))
+    counts = np.stack([(throws == b).sum(axis=2) for b in range(8)], axis=2).max(axis=(1, 2))
+    freq = np.bincount(counts, minlength=len(p)) / len(counts)
+    np.testing.assert_allclose(freq, p, atol=0.01)
+    assert p.sum() == pytest.approx(1.0)
