@@ -12,8 +12,14 @@ share the fabric. See ``docs/flow-engine.md``.
 """
 
 from netsim.collectives.algorithms import OPS, Plan, build_plan, busbw_factor, canonical_op
-from netsim.collectives.runner import (CollectiveCall, CollectiveResult, resolve_ranks,
-                                       run_collective, run_concurrent, simulate_calls)
+from netsim.collectives.runner import (
+                                       CollectiveCall,
+                                       CollectiveResult,
+                                       resolve_ranks,
+                                       run_collective,
+                                       run_concurrent,
+                                       simulate_calls,
+)
 
 __all__ = ["OPS", "CollectiveCall", "CollectiveResult", "Plan", "build_plan", "busbw_factor",
            "canonical_op", "resolve_ranks", "run_collective", "run_concurrent", "simulate_calls"]

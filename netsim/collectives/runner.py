@@ -250,13 +250,13 @@ def simulate_calls(fabric, calls: list[CollectiveCall], nccl: NcclConfig | None 
     real_bytes = np.concatenate(b.real_bytes)
     out = []
     phase_of_call = np.asarray(b.phase_chain)
-    for ci, (call, plan) in enumerate(zip(calls, plans)):
+    for ci, (call, plan) in enumerate(zip(calls, plans, strict=True)):
         cfg = call.nccl or base
         start_ps = s_to_ps(call.start_s)
         t = (int(res.chain_end_ps[ci]) - start_ps) / PS_PER_S
         algbw = call.size_bytes / t / 1e9 if t > 0 else float("inf")
         phase_times, prev = [], start_ps
-        for pi, ph in zip(np.flatnonzero(phase_of_call == ci), plan.phases):
+        for pi, ph in zip(np.flatnonzero(phase_of_call == ci), plan.phases, strict=True):
             phase_times.append({"name": ph.name, "time_s": (int(res.phase_end_ps[pi]) - prev) / PS_PER_S,
                                 "latency_s": int(b.phase_latency_ps[pi]) / PS_PER_S})
             prev = int(res.phase_end_ps[pi])

@@ -143,7 +143,6 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     residual = capacity.copy()
     e_flow_l = inc.e_flow[inc.by_link]
     e_link_l = inc.e_link[inc.by_link]
-    w_l = inc.e_weight[inc.by_link]
     for _ in range(nf + 1):  # each round freezes at least one flow
         if not unfrozen.any():
             break

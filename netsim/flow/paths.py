@@ -34,7 +34,7 @@ def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
     np.cumsum(total, out=indptr[1:])
     out = np.empty(int(indptr[-1]), np.int64)
     offset = indptr[:-1].copy()
-    for (ip, lk), ln in zip(parts, lens):
+    for (ip, lk), ln in zip(parts, lens, strict=True):
         if len(lk):
             flow = np.repeat(np.arange(n), ln)
             within = np.arange(len(lk)) - np.repeat(ip[:-1], ln)
