@@ -111,13 +111,14 @@ def run(args: argparse.Namespace) -> int:
     from trainer.mesh import Layout, build_mesh
     from trainer.train import Trainer, resolve_device
 
-    torch.set_num_threads(int(os.environ.get("TRAINER_THREADS", "1")))
     host, placed_rank, local_rank = _identity(args)
     backend = args.backend if args.backend != "auto" else default_backend(args.device or "auto")
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    cfg = config_from_args(args, world)  # bad input fails here, before joining the world
+    cfg.parallel.check_world(world)
+    torch.set_num_threads(int(os.environ.get("TRAINER_THREADS", "1")))
     rank, world = init_from_env(backend, placed_rank)
     try:
-        cfg = config_from_args(args, world)
-        cfg.parallel.check_world(world)
         device = resolve_device(cfg.device, local_rank)
         par = cfg.parallel
         mesh = build_mesh(Layout(par.tp, par.dp, par.pp, par.order), rank)

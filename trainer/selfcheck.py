@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         base = ref["single_untied" if "untied" in name else "single"]
         if name.startswith("resume_second"):
             base = res["resume_full"]["losses"][s["start_step"]:]
-        diff = max(abs(a - b) / abs(b) for a, b in zip(s["losses"], base))
+        diff = max(abs(a - b) / abs(b) for a, b in zip(s["losses"], base, strict=False))
         print(f"{name:15s} tp={s['tp']} pp={s['pp']} dp={s['dp']}  max rel diff {diff:.2e}")
     return 0
 

@@ -1,0 +1,50 @@
+"""Fixtures of the trainer tests: one 8-process self-check run shared by the whole folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="session")
+def selfcheck(tmp_path_factory):
+    """{case: summary} of ``trainer.selfcheck`` (8 gloo processes, float64, 3 steps) and its dir."""
+    from trainer.selfcheck import run_selfcheck
+
+    out = tmp_path_factory.mktemp("selfcheck")
+    return run_selfcheck(out, steps=3, dtype="float64"), out
+
+
+@pytest.fixture(scope="session")
+def read_trace():
+    """read_trace(dir, rank) -> list of records of ``trace-rank{rank}.jsonl``."""
+
+    def read(directory: Path, rank: int) -> list[dict]:
+        lines = (Path(directory) / f"trace-rank{rank}.jsonl").read_text().splitlines()
+        return [json.loads(line) for line in lines]
+
+    return read
+
+
+@pytest.fixture(scope="session")
+def subprocess_env():
+    """Environment for child processes that import this same ``trainer`` package."""
+    import trainer
+
+    env = dict(os.environ)
+    root = str(Path(trainer.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env["OMP_NUM_THREADS"] = "1"
+    env.pop("TRAINER_DEBUG", None)
+    return env
+
+
+@pytest.fixture(scope="session")
+def python() -> str:
+    return sys.executable
