@@ -10,10 +10,13 @@ published no formulas (nccl-roce.md 1.3); this is our design (``docs/congestion-
   delay control keeps queues short, so ECN stays quiet in steady state.
 - **ECN/CNP gives DCQCN's fast multiplicative cut** when a burst outruns the delay loop
   (incast): ``cwnd <- cwnd max(1 - alpha 1024/2^gd, min_dec_fac)``, i.e. ``cwnd (1 - alpha/2)``,
-  at most once per ``rate_reduce_monitor_period`` (CNPs inside it only feed alpha), with
-  DCQCN's alpha (EWMA of CNP arrivals, gain ``1 - dce_tcp_g/1024`` per ``dce_tcp_rtt``).
-- The two signals do not stack: a CNP cut counts as the RTT's decrease, so no delay-based
-  decrease follows within one RTT; an ACK that echoes ECN never increases the window.
+  with DCQCN's alpha (EWMA of CNP arrivals, gain ``1 - dce_tcp_g/1024`` per ``dce_tcp_rtt``).
+- At most one decrease per RTT from either signal (and one CNP cut per
+  ``rate_reduce_monitor_period``); CNPs that find the RTT's decrease taken only feed alpha.
+  DCQCN cuts every 4 us while marks last, which over-cuts while a standing queue drains (the
+  marks reflect the queue before the previous cut took effect): in a 16:1 incast at 400 G
+  that drove DCQCN's windows to the floor; once per RTT, as Swift, it does not.
+  An ACK that echoes ECN never increases the window.
 - Window in bytes (bytes in flight bounded, which keeps incast queues and PFC pauses small),
   paced below one packet as in Swift.
 
@@ -71,12 +74,14 @@ class Hybrid(Swift):
         super().on_ack(acked_bytes, rtt_ps, ecn_echo)
 
     def on_cnp(self) -> None:
-        """DCQCN's alpha-scaled cut, at most once per monitor period."""
+        """DCQCN's alpha-scaled cut, at most once per monitor period and once per RTT."""
         now = self.clock.now_ps
         self.cnps += 1
         self._alpha.on_cnp(now)
         if self._last_cut_ps is not None and now - self._last_cut_ps < self._monitor_ps:
             return
+        if not self._can_decrease():
+            return  # this RTT already had its decrease: its effect is not visible yet
         alpha = self._alpha.advance(now)
         self._set_cwnd(self.cwnd_bytes * max(1.0 - self._cut_scale * alpha, self._min_factor))
         self._last_cut_ps = now

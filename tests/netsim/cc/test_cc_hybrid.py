@@ -68,3 +68,16 @@ def test_tighter_delay_target_than_swift(clock, line_rate_bps, base_rtt_ps):
     h.on_ack(MTU, rtt, False)
     s.on_ack(MTU, rtt, False)
     assert h.cwnd_bytes < w_h and s.cwnd_bytes > w_s
+
+
+def test_at_most_one_decrease_per_rtt_from_either_signal(clock, line_rate_bps, base_rtt_ps):
+    h = build("hybrid", clock, line_rate_bps, base_rtt_ps)
+    h.on_ack(MTU, base_rtt_ps, False)  # an RTT sample: base RTT (5 us)
+    h.on_cnp()
+    w = h.cwnd_bytes
+    clock.advance(base_rtt_ps - 1)  # past the 4 us monitor period, within the RTT
+    h.on_cnp()
+    assert h.cwnd_bytes == w and h.ecn_cuts == 1
+    clock.advance(base_rtt_ps)  # one RTT after the cut: the next CNP cuts again
+    h.on_cnp()
+    assert h.ecn_cuts == 2 and h.cwnd_bytes == pytest.approx(w * (1 - h.alpha / 2))
