@@ -143,6 +143,49 @@ def simulate_flows(fabric, flows, model: str | SharingModel = "maxmin", router=N
     nic_end = nic_end_src[qp_flow] | nic_end_dst[qp_flow]
     indptr, links, _ = paths.gpu_paths(src[qp_flow], dst[qp_flow], sport, force_net=nic_end)
     indptr, links = _strip_pcie(paths, indptr, links, nic_end_src[qp_flow], nic_end_dst[qp_flow])
+    return _run_qps(fabric, paths, indptr, links, qp_flow, qp_index, sport, size, start, qps,
+                    sharing)
+
+
+def simulate_paths(fabric, qp_paths, flow_bytes, flow_start_ps=None, qp_flow=None,
+                   model: str | SharingModel = "maxmin") -> FlowResult:
+    """Flow-level run on *given* QP paths (e.g. the paths the packet engine chose).
+
+    Parameters
+    ----------
+    fabric : topologies.Fabric
+    qp_paths : list of list[int]
+        Directed link ids of every QP's path.
+    flow_bytes : sequence of int
+        Bytes of every flow (split evenly over its QPs).
+    flow_start_ps : sequence of int, optional
+    qp_flow : sequence of int, optional
+        Flow of every QP (default: one QP per flow).
+    model : {"maxmin", "dcqcn"} or SharingModel
+    """
+    sharing = make_model(model)
+    qp_flow = np.arange(len(qp_paths)) if qp_flow is None else np.asarray(qp_flow, np.int64)
+    size = np.asarray(flow_bytes, np.int64)
+    start = np.zeros(len(size), np.int64) if flow_start_ps is None else np.asarray(
+        flow_start_ps, np.int64)
+    qps = np.bincount(qp_flow, minlength=len(size))
+    order = np.argsort(qp_flow, kind="stable")
+    qp_paths = [list(qp_paths[i]) for i in order]
+    qp_flow = qp_flow[order]
+    qp_index = np.arange(len(qp_flow)) - np.repeat(np.cumsum(qps) - qps, qps)
+    lens = np.array([len(p) for p in qp_paths], np.int64)
+    indptr = np.zeros(len(qp_paths) + 1, np.int64)
+    np.cumsum(lens, out=indptr[1:])
+    links = np.array([x for p in qp_paths for x in p], np.int64)
+    paths = FabricPaths(fabric, router=None)
+    return _run_qps(fabric, paths, indptr, links, qp_flow, qp_index,
+                    np.zeros(len(qp_flow), np.uint16), size, start, qps, sharing)
+
+
+def _run_qps(fabric, paths, indptr, links, qp_flow, qp_index, sport, size, start, qps,
+             sharing) -> FlowResult:
+    """Shared tail of the flow-level entry points: QPs with paths to a :class:`FlowResult`."""
+    nflows = len(size)
     inc = Incidence.from_csr(indptr, links, fabric.num_links)
     # bytes split evenly over QPs; the first QPs take the remainder
     base, extra = size // qps, size % qps
@@ -154,11 +197,11 @@ def simulate_flows(fabric, flows, model: str | SharingModel = "maxmin", router=N
         size_bits=qp_bytes.astype(np.float64) * 8, phase=np.arange(nq),
         phase_chain=np.arange(nq), phase_latency_ps=qp_lat, chain_start_ps=start[qp_flow])
     res = run_fluid(problem, sharing)
-    finish = np.zeros(len(flows), np.int64)
+    finish = np.zeros(nflows, np.int64)
     np.maximum.at(finish, qp_flow, res.phase_end_ps)
-    latency = np.zeros(len(flows), np.int64)
+    latency = np.zeros(nflows, np.int64)
     np.maximum.at(latency, qp_flow, qp_lat)
-    first = np.bincount(qp_flow, weights=np.nan_to_num(res.first_rate_bps), minlength=len(flows))
+    first = np.bincount(qp_flow, weights=np.nan_to_num(res.first_rate_bps), minlength=nflows)
     with np.errstate(divide="ignore"):
         thr = size * 8.0 * PS_PER_S / np.maximum(finish - start, 1)
     report = link_report(fabric, inc, qp_bytes.astype(np.float64),

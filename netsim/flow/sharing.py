@@ -29,6 +29,11 @@ from netsim.flow.maxmin import Incidence, link_load, maxmin_rates
 
 MODELS = ("maxmin", "dcqcn")
 
+# RoCEv2 goodput per wire byte with a 4096-byte path MTU: headers Eth 14 + IPv4 20 + UDP 8 +
+# BTH 12 + ICRC 4 + FCS 4 = 62 bytes, plus preamble and inter-frame gap 20 bytes (the packet
+# engine's PacketConfig defaults): 4096 / 4178 = 98.0%.
+ROCE_PAYLOAD_FRACTION = 4096 / (4096 + 62 + 20)
+
 
 @dataclass(frozen=True)
 class SharingModel:
@@ -41,12 +46,13 @@ class SharingModel:
     dcqcn_efficiency : float
         Fraction of a contended link's capacity DCQCN flows obtain together (``dcqcn`` only).
     wire_efficiency : float
-        Payload fraction of the line rate (headers); 1.0 reports rates as line rate.
+        Payload fraction of the line rate: RoCEv2 headers at MTU 4096 by default
+        (``ROCE_PAYLOAD_FRACTION``); 1.0 reports rates as line rate.
     """
 
     name: str = "maxmin"
     dcqcn_efficiency: float = 0.97
-    wire_efficiency: float = 1.0
+    wire_efficiency: float = ROCE_PAYLOAD_FRACTION
 
     def __post_init__(self) -> None:
         if self.name not in MODELS:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from netsim.collectives import CollectiveCall, busbw_factor, run_collective, run_concurrent
+from netsim.flow import SharingModel
 from netsim.nccl import NcclConfig
 
 S = 1 << 30
@@ -13,7 +14,9 @@ ALPHA_US = 5.0
 
 
 def _nic_Bps(fabric):
-    return float(fabric.link_capacity_bps[fabric.link_kind == "host"].max()) / 8
+    """NIC goodput B in bytes/s: line rate times the RoCEv2 payload fraction."""
+    line = float(fabric.link_capacity_bps[fabric.link_kind == "host"].max())
+    return line * SharingModel().wire_efficiency / 8
 
 
 def _cfg(**kw):

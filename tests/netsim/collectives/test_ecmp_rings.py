@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from netsim.collectives import CollectiveCall, run_collective, simulate_calls
+from netsim.flow import SharingModel
 from netsim.flow.stats import max_load_distribution
 from netsim.nccl import NcclConfig
 
@@ -37,7 +38,7 @@ def test_connections_keep_their_qps_across_calls(two_tier):
 
 def test_ring_slowdown_matches_hash_statistics(two_tier):
     # a lockstep ring runs at the pace of its most collided uplink: 8 edges per ToR on 8 uplinks
-    b_Bps = 400e9 / 8
+    b_Bps = 400e9 * SharingModel().wire_efficiency / 8
     n = 32
     ideal = 2 * (n - 1) / n * S / b_Bps
     slow = np.array([run_collective(two_tier, "allreduce", _strided(), S, _cfg(), seed=s).time_s

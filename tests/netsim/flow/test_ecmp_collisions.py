@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netsim.flow import simulate_flows
+from netsim.flow import SharingModel, simulate_flows
 from netsim.flow.stats import max_load_distribution
 from netsim.traffic import Flow
 
@@ -34,6 +34,7 @@ def expected_slowdown(n_flows, uplinks, tors, qps, nic_over_uplink):
 def measured_slowdowns(fabric, per_tor, qps, trials=TRIALS):
     n = len(fabric.nics)
     nic_bps = float(fabric.link_capacity_bps[fabric.link_kind == "host"].max())
+    nic_bps *= SharingModel().wire_efficiency
     ideal_ps = SIZE * 8 / nic_bps * 1e12
     flows = [Flow(fabric.nics[i], fabric.nics[(i + per_tor) % n], SIZE, 0, qps) for i in range(n)]
     out = []

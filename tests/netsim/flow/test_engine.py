@@ -12,7 +12,9 @@ S = 50_000_000
 
 
 def _nic_bps(fabric):
-    return float(fabric.link_capacity_bps[fabric.link_kind == "host"].max())
+    """NIC goodput: line rate times the RoCEv2 payload fraction."""
+    line = float(fabric.link_capacity_bps[fabric.link_kind == "host"].max())
+    return line * SharingModel().wire_efficiency
 
 
 def test_single_flow_runs_at_line_rate(fabric_400g):
@@ -78,12 +80,13 @@ def test_failed_uplinks_rehash_onto_survivors(fabric_400g):
 
 def test_dcqcn_derates_only_contended_links(fabric_400g):
     f = fabric_400g
-    model = SharingModel("dcqcn", dcqcn_efficiency=0.9)
+    model = SharingModel("dcqcn", dcqcn_efficiency=0.9, wire_efficiency=1.0)
     alone = simulate_flows(f, [Flow(f.nics[0], f.nics[1], S)], model=model)
-    assert alone.first_rate_bps[0] == pytest.approx(_nic_bps(f))
+    line = float(f.link_capacity_bps[f.link_kind == "host"].max())
+    assert alone.first_rate_bps[0] == pytest.approx(line)
     pair = simulate_flows(f, [Flow(f.nics[0], f.nics[2], S), Flow(f.nics[1], f.nics[2], S)],
                           model=model)
-    np.testing.assert_allclose(pair.first_rate_bps, 0.9 * _nic_bps(f) / 2)
+    np.testing.assert_allclose(pair.first_rate_bps, 0.9 * line / 2)
 
 
 def test_bad_endpoint_is_named(fabric_400g):
