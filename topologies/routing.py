@@ -198,6 +198,68 @@ class Router:
         np.cumsum(lengths, out=indptr[1:])
         return indptr, hops[hops >= 0]
 
+    def route_gpus(self, src_gpu, dst_gpu, sport) -> tuple[np.ndarray, np.ndarray]:
+        """Route many flows GPU to GPU: like :meth:`route_many`, with the hops inside servers.
+
+        Parameters
+        ----------
+        src_gpu, dst_gpu : array_like of int
+            Positions in ``fabric.gpus``.
+        sport : array_like of int
+            UDP source port of each flow (broadcasts); unused for flows inside a server.
+
+        Returns
+        -------
+        indptr, links : CSR as in :meth:`route_many`. Two GPUs of one server use
+        ``[gpu -> nvswitch, nvswitch -> gpu]``; others ``[pcie up] + NIC route + [pcie down]``.
+        """
+        fab = self.fabric
+        a = np.asarray(src_gpu, dtype=np.int64).ravel()
+        b = np.asarray(dst_gpu, dtype=np.int64).ravel()
+        n_gpu = len(fab.gpus)
+        if a.shape != b.shape:
+            raise ValueError("src_gpu and dst_gpu must have the same length")
+        if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_gpu):
+            raise ValueError(f"src_gpu/dst_gpu: GPU positions must be in 0..{n_gpu - 1}")
+        up, down, nvl_up, nvl_down = self._gpu_links()
+        sp = np.broadcast_to(np.asarray(sport, dtype=np.uint32), a.shape)
+        g = fab.gpus_per_server
+        local = (a // g == b // g) & (a != b) & (g > 1)
+        net = (a // g != b // g) | ((g == 1) & (a != b))
+        na, nb = fab.gpu_nic_index[a[net]], fab.gpu_nic_index[b[net]]
+        n_ptr, n_links = self.route_many(na, nb, sp[net])
+        lengths = np.zeros(a.size, np.int64)
+        lengths[local] = 2
+        lengths[net] = np.diff(n_ptr) + 2
+        indptr = np.zeros(a.size + 1, np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        links = np.empty(indptr[-1], np.int64)
+        start = indptr[:-1]
+        links[start[local]], links[start[local] + 1] = nvl_up[a[local]], nvl_down[b[local]]
+        s_net, e_net = start[net], indptr[1:][net]
+        links[s_net], links[e_net - 1] = up[a[net]], down[b[net]]
+        # NIC-route links go between the two PCIe hops of each network flow
+        offs = np.repeat(s_net + 1 - n_ptr[:-1], np.diff(n_ptr))
+        links[np.arange(n_links.size) + offs] = n_links
+        return indptr, links
+
+    def _gpu_links(self):
+        """Per GPU: PCIe link to/from its NIC, NVLink to/from its server's NVSwitch (-1: none)."""
+        if not hasattr(self, "_gl"):
+            fab = self.fabric
+            n = len(fab.gpus)
+            out = [np.full(n, -1, np.int64) for _ in range(4)]
+            ids = np.arange(fab.num_links)
+            is_gpu = fab.node_role == "gpu"
+            for k, kind in enumerate(("pcie", "nvlink")):
+                sel = fab.link_kind == kind
+                frm = sel & is_gpu[fab.link_src]
+                to = sel & is_gpu[fab.link_dst]
+                out[2 * k][fab.link_src[frm]] = ids[frm]      # gpu node index = gpu position
+                out[2 * k + 1][fab.link_dst[to]] = ids[to]
+            self._gl = tuple(out)
+        return self._gl
+
     def path(self, src: str, dst: str, sport: int) -> list[int]:
         """Directed link ids of one flow; ``src``/``dst`` are NIC or GPU names.
 
@@ -205,6 +267,8 @@ class Router:
         over NVLink through the server's NVSwitch.
         """
         fab = self.fabric
+        if src == dst:
+            return []
         head: list[int] = []
         tail: list[int] = []
         s_nic, d_nic = src, dst

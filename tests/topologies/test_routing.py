@@ -172,3 +172,21 @@ def test_deterministic_and_seeded(megascale, rng):
     l2 = Router(megascale, seed=9).route_many(a, b, sport)[1]
     l3 = Router(megascale, seed=10).route_many(a, b, sport)[1]
     assert np.array_equal(l1, l2) and not np.array_equal(l1, l3)
+
+
+def test_route_gpus_matches_path(megascale, k4, rng):
+    for fab in (megascale, k4):
+        r = Router(fab, seed=2)
+        n = len(fab.gpus)
+        a = rng.integers(0, n, 300)
+        b = np.where(np.arange(300) % 3 == 0, a - a % fab.gpus_per_server, rng.integers(0, n, 300))
+        sport = rng.integers(0, 1 << 16, 300)
+        indptr, links = r.route_gpus(a, b, sport)
+        for i in range(300):
+            got = links[indptr[i]:indptr[i + 1]].tolist()
+            assert got == r.path(fab.gpus[a[i]], fab.gpus[b[i]], int(sport[i]))
+            if a[i] == b[i]:
+                assert got == []
+                continue
+            assert fab.nodes[fab.link_src[got[0]]] == fab.gpus[a[i]]
+            assert fab.nodes[fab.link_dst[got[-1]]] == fab.gpus[b[i]]
