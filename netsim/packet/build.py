@@ -229,7 +229,6 @@ def _count_in_flight(sim) -> int:
     n = sum(len(d) for d in sim.P_data)
     arrive = sim._arrive.__func__
     for item in sim.q:
-        ev = item[3]
-        if type(ev) is tuple and getattr(ev[0], "__func__", None) is arrive and ev[2].kind == 0:
+        if len(item) == 5 and getattr(item[2], "__func__", None) is arrive and item[4].kind == 0:
             n += 1
     return n

@@ -43,6 +43,8 @@ class PacketConfig:
     header_bytes, wire_gap_bytes : per-packet headers and preamble + IFG on the wire.
     ctrl_bytes : ACK / NACK / CNP frame size (minimum Ethernet frame).
     ack_every_packets : ACK coalescing: one ACK per this many in-order packets (and at message end).
+    commit_packets : data packets a port commits per service (its PAUSE / priority reaction
+        granularity; 1 = exact per-packet scheduling, slower).
     cc : congestion control per QP: none, dcqcn, swift, hybrid (``netsim.cc``).
     cc_params : passed to ``netsim.cc.make_cc`` unchanged.
     cnp : whether receivers send CNPs on ECN marks; None = on for dcqcn and hybrid.
@@ -69,6 +71,7 @@ class PacketConfig:
     wire_gap_bytes: int = 20
     ctrl_bytes: int = 64
     ack_every_packets: int = 4
+    commit_packets: int = 4
     cc: str = "none"
     cc_params: dict = field(default_factory=dict)
     cnp: bool | None = None
@@ -93,7 +96,7 @@ class PacketConfig:
     trace: bool = False
 
     def __post_init__(self) -> None:
-        _positive = ("mtu_bytes", "ctrl_bytes", "ack_every_packets", "buffer_bytes",
+        _positive = ("mtu_bytes", "ctrl_bytes", "ack_every_packets", "commit_packets", "buffer_bytes",
                      "cnp_interval_ps", "max_time_ps", "adaptive_base_ps",
                      "adaptive_tries_per_step")
         for name in _positive:

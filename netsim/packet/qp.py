@@ -85,10 +85,24 @@ class RcTransport:
 
     # ---------------------------------------------------------------- requester (sender) side
     def _nic_send(self, t, l):
-        """The NIC port *l* is free at *t*: send one data packet of an eligible QP, if any."""
+        """The NIC port *l* is free at *t*: commit up to ``commit`` data packets of eligible QPs."""
         qps = self.nic_active[self.L_nic[l]]
-        if not qps:
-            return
+        s = t
+        for _ in range(self.commit):
+            if not qps:
+                return
+            nxt = self._nic_one(s, l, qps)
+            if nxt < 0:
+                return  # nothing sendable until an ACK or a timer
+            busy = self.P_busy[l]
+            if nxt > busy:
+                self._kick(l, nxt)  # paced: come back when the next QP may send
+                return
+            s = busy
+        self._kick(l, s)
+
+    def _nic_one(self, t, l, qps):
+        """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
         mtu = self.mtu
         k = len(qps)
         start = self.nic_rr[l] % k
@@ -109,9 +123,7 @@ class RcTransport:
             self.nic_rr[l] = start + j + 1
             break
         if chosen is None:
-            if soonest >= 0:
-                self._kick(l, soonest)
-            return
+            return soonest
         qp = chosen
         psn = qp.snd_nxt
         payload = mtu if psn < qp.npkts - 1 else qp.last_payload
@@ -129,13 +141,18 @@ class RcTransport:
             qp.deadline = t + self._rto_for(qp)
             if not qp.timer_on:
                 qp.timer_on = True
-                heappush(self.q, (qp.deadline, 1, next(self.eid), (self._timer, qp, None)))
+                heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
         cc = qp.cc
         cc.on_send(size)
         qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
-        self._tx(t, l, pkt)
-        # Wake the port again when the next packet of any QP may go.
-        busy = self.P_busy[l]
+        busy = self._tx(t, l, pkt)
+        if k == 1:
+            if qp.snd_nxt >= qp.npkts:
+                return -1
+            cw = cc.cwnd_bytes
+            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+                return -1
+            return qp.next_ok if qp.next_ok > busy else busy
         nxt = -1
         for q2 in qps:
             if q2.snd_nxt < q2.npkts:
@@ -144,8 +161,9 @@ class RcTransport:
                     continue
                 if nxt < 0 or q2.next_ok < nxt:
                     nxt = q2.next_ok
-        if nxt >= 0:
-            self._kick(l, nxt if nxt > busy else busy)
+        if nxt < 0:
+            return -1
+        return nxt if nxt > busy else busy
 
     def _rto_for(self, qp):
         """Timeout for the next wait of *qp* (the adaptive ladder, or the fixed IB timeout)."""
@@ -164,7 +182,7 @@ class RcTransport:
             return
         if t < qp.deadline:
             qp.timer_on = True
-            heappush(self.q, (qp.deadline, 1, next(self.eid), (self._timer, qp, None)))
+            heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
             return
         qp.retries += 1
         qp.timeouts += 1
@@ -183,7 +201,7 @@ class RcTransport:
             wait = min(wait, qp.progress_t + (self.retry_cnt + 1) * self.rto - t)
         qp.deadline = t + max(1, wait)
         qp.timer_on = True
-        heappush(self.q, (qp.deadline, 1, next(self.eid), (self._timer, qp, None)))
+        heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
         self._port_ready(t, qp.port)
 
     def _qp_error(self, t, qp):
