@@ -82,7 +82,9 @@ def make_cc(name: str, *, line_rate_bps: int, base_rtt_ps: int, clock: Clock,
     params : mapping, optional
         Algorithm parameters by field name of :class:`~netsim.cc.params.DcqcnParams`,
         :class:`~netsim.cc.params.SwiftParams` or :class:`~netsim.cc.params.HybridParams`
-        (or an instance of that class). Unknown keys raise ``ValueError``.
+        (or an instance of that class). Unknown keys raise ``ValueError``. For DCQCN the key
+        ``preset`` (``firmware``, ``hpcc``, ``paper``: :meth:`DcqcnParams.preset`) starts from
+        a published parameter set that the other keys then override.
 
     Returns
     -------
@@ -110,7 +112,7 @@ def make_cc(name: str, *, line_rate_bps: int, base_rtt_ps: int, clock: Clock,
         raise ValueError(f"line_rate_bps must be > 0 bit/s, got {line_rate_bps!r}")
     if base_rtt_ps is None or int(base_rtt_ps) <= 0:
         raise ValueError(f"base_rtt_ps must be > 0 ps, got {base_rtt_ps!r}")
-    p = params_for(name, params)
+    p = params_for(name, _expand_preset(name, params, line_rate_bps))
     if name == "none":
         from netsim.cc.nocc import LineRate
 
@@ -126,6 +128,16 @@ def make_cc(name: str, *, line_rate_bps: int, base_rtt_ps: int, clock: Clock,
     from netsim.cc.hybrid import Hybrid
 
     return Hybrid(line_rate_bps, int(base_rtt_ps), clock, p)
+
+
+def _expand_preset(name: str, params: Any, line_rate_bps: int) -> Any:
+    """``{"preset": "hpcc", ...}`` for DCQCN: the preset's fields, then the other keys."""
+    if name != "dcqcn" or not isinstance(params, Mapping) or "preset" not in params:
+        return params
+    from netsim.cc.params import DcqcnParams
+
+    rest = {k: v for k, v in params.items() if k != "preset"}
+    return {**DcqcnParams.preset(str(params["preset"]), line_rate_bps).to_dict(), **rest}
 
 
 class CnpGenerator:

@@ -7,7 +7,8 @@ it are ECN-marked with the :class:`~netsim.cc.params.EcnParams` probability ``p(
 ``i``'s step carries at least one mark with probability ``1 - (1 - p)^(r_i dt / mtu)`` (the
 DCQCN fluid model's term, Zhu et al. SIGCOMM 2015 section 4). A marked step reaches the
 receiver after the one-way delay, where a :class:`~netsim.cc.base.CnpGenerator` decides on a
-CNP that arrives back one more one-way delay later; every step is also acknowledged after the
+CNP that arrives back one more one-way delay later (for ``dcqcn`` and ``hybrid`` only, as the
+packet engine's default); every step is also acknowledged after the
 RTT ``base_rtt + q / C`` with that RTT as the sample (for Swift and the hybrid).
 
 It is not the packet engine: it is the closed-form-ish check that each algorithm's equations
@@ -135,7 +136,7 @@ def simulate_bottleneck(cc: str, n_flows: int, *, capacity_bps: float, base_rtt_
     ccs = [make_cc(cc, line_rate_bps=int(line), base_rtt_ps=int(base_rtt_ps), clock=clock,
                    params=params) for _ in range(n_flows)]
     starts = np.asarray(start_ps if start_ps is not None else [0] * n_flows, dtype=np.int64)
-    np_gen = CnpGenerator.for_cc(cc, params)
+    np_gen = CnpGenerator.for_cc(cc, params) if cc in ("dcqcn", "hybrid") else None
     wants_acks = cc in ("swift", "hybrid")
     steps = int(duration_ps // step_ps)
     out_q, out_dep = np.zeros(steps), np.zeros(steps)
@@ -176,14 +177,14 @@ def _send_rate(cc, rtt_ps: float) -> float:
     return rate
 
 
-def _feedback(clock: EventClock, ccs: list, np_gen: CnpGenerator, now: int, rtt: int,
+def _feedback(clock: EventClock, ccs: list, np_gen: CnpGenerator | None, now: int, rtt: int,
               sent: np.ndarray, marked: np.ndarray, wants_acks: bool, cnps: np.ndarray) -> None:
     """Schedule this step's CNPs (via the notification point) and ACKs."""
     half = rtt // 2
     for i, c in enumerate(ccs):
         if sent[i] <= 0:
             continue
-        if marked[i] and np_gen.should_send(i, now + half):
+        if marked[i] and np_gen is not None and np_gen.should_send(i, now + half):
             cnps[i] += 1
             clock.call_at(now + rtt, c.on_cnp)
         if wants_acks:

@@ -119,3 +119,10 @@ def test_cnp_generator_sends_at_most_one_per_interval_per_qp():
     assert g.sent == 6 and g.suppressed == len(times) - 5
     assert CnpGenerator(0).should_send("a", 0) and CnpGenerator.for_cc("dcqcn").min_interval_ps \
         == 2_000_000
+
+
+def test_dcqcn_preset_key_then_overrides(clock):
+    cc = make_cc("dcqcn", line_rate_bps=100_000_000_000, base_rtt_ps=1, clock=clock,
+                 params={"preset": "hpcc", "rpg_time_reset_us": 100})
+    assert cc.params.rpg_ai_rate_mbps == pytest.approx(20.0)  # preset, scaled to 100G
+    assert cc.params.rpg_time_reset_us == 100.0  # override
