@@ -14,8 +14,10 @@ Peak numbers are the vendors' data-sheet figures:
 
 The ``*_efficiency`` fields are not data-sheet values: they are the fraction of peak that real
 kernels and NCCL reach. Defaults are assumptions stated here and replaced by a calibration
-(``netsim calibrate``) when one is given: ``gemm_efficiency`` was set from Megatron-LM's
-1.7B pure data-parallel row (Narayanan et al. 2021 Table 1, see ``docs/workload-model.md``);
+(``netsim calibrate``) when one is given: ``gemm_efficiency`` = 0.63 is the value that
+reproduces Megatron-LM's 1.7B pure data-parallel row on A100 (Narayanan et al. 2021 Table 1
+row 1: 137 TFLOP/s; ``python -m experiments.published.run --fit`` gives 0.628) and is
+assumed for H100/H200 too (unverified there);
 NCCL bus bandwidth over NVLink is taken as 0.8 of the per-direction NVLink rate and over the
 network as 0.9 of the NIC line rate (nccl-tests ``busbw`` "should reflect the speed of the
 hardware bottleneck", ``nccl-roce.md`` section 2.1).
@@ -50,8 +52,8 @@ class HardwareProfile:
     """Compute NICs per server."""
     nic_bps: float = gbps(200)
     """Line rate of one NIC, bit/s."""
-    gemm_efficiency: float = 0.55
-    """Fraction of peak FLOP/s that training matmuls reach (assumption, see module doc)."""
+    gemm_efficiency: float = 0.63
+    """Fraction of peak FLOP/s that training matmuls reach (fitted, see module doc)."""
     memory_efficiency: float = 0.7
     """Fraction of HBM bandwidth element-wise kernels reach (assumption)."""
     nvlink_efficiency: float = 0.8

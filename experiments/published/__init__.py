@@ -1,0 +1,1 @@
+"""Predicted vs published training throughput of large GPT runs (see README.md)."""
