@@ -27,17 +27,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-#: (name, low, high, log-scale, integer) of every searched parameter.
+#: (name, low, high, log-scale, integer) of every searched parameter; the ConnectX firmware
+#: takes integers (us, Mb/s, /1024), so those are searched as integers and what is evaluated
+#: is exactly what nic_dcqcn.conf gets.
 SPACE = (
     ("ecn_kmin_bytes", 10_000, 1_000_000, True, True),
     ("ecn_kmax_ratio", 1.5, 20.0, True, False),         # kmax = kmin x ratio
     ("ecn_pmax", 0.01, 1.0, True, False),
-    ("rpg_time_reset_us", 5.0, 600.0, True, False),
+    ("rpg_time_reset_us", 5, 600, True, True),
     ("rpg_byte_reset_bytes", 4096, 1_048_576, True, True),
-    ("rpg_ai_rate_mbps", 1.0, 400.0, True, False),
-    ("rpg_hai_rate_mbps", 10.0, 4000.0, True, False),
-    ("alpha_gain_inv", 16.0, 1024.0, True, False),      # g = 1/x, dce_tcp_g = 1024 (1 - g)
-    ("min_time_between_cnps_us", 1.0, 100.0, True, False),
+    ("rpg_ai_rate_mbps", 1, 400, True, True),
+    ("rpg_hai_rate_mbps", 10, 4000, True, True),
+    ("dce_tcp_g", 960, 1023, False, True),               # alpha gain g = (1024 - x)/1024
+    ("min_time_between_cnps_us", 1, 100, True, True),
 )
 #: Fraction of the default pause time the recommendation must stay under.
 PAUSE_BOUND = 0.75
@@ -131,7 +133,7 @@ def to_engine(params: dict) -> tuple[dict, dict]:
           "rpg_byte_reset_bytes": int(params["rpg_byte_reset_bytes"]),
           "rpg_ai_rate_mbps": float(params["rpg_ai_rate_mbps"]),
           "rpg_hai_rate_mbps": float(params["rpg_hai_rate_mbps"]),
-          "dce_tcp_g": int(round(1024 * (1 - 1 / params["alpha_gain_inv"]))),
+          "dce_tcp_g": int(params["dce_tcp_g"]),
           "min_time_between_cnps_us": float(params["min_time_between_cnps_us"])}
     return cfg, cc
 
@@ -146,7 +148,7 @@ def vendor_defaults() -> dict:
             "ecn_pmax": c.ecn_pmax, "rpg_time_reset_us": d.rpg_time_reset_us,
             "rpg_byte_reset_bytes": d.rpg_byte_reset_bytes, "rpg_ai_rate_mbps": d.rpg_ai_rate_mbps,
             "rpg_hai_rate_mbps": d.rpg_hai_rate_mbps,
-            "alpha_gain_inv": 1024 / (1024 - d.dce_tcp_g),
+            "dce_tcp_g": d.dce_tcp_g,
             "min_time_between_cnps_us": d.min_time_between_cnps_us}
 
 
@@ -203,6 +205,7 @@ class CcChoice:
     feasible: bool
     evaluations: list[CcOutcome] = field(default_factory=list)
     pause_bound_ns: float = 0.0
+    status: str = ""
 
     @property
     def pause_reduction(self) -> float:
@@ -215,13 +218,20 @@ class CcChoice:
 
 
 def _merit(o: CcOutcome, d: CcOutcome, bound_ns: float, max_loss: float) -> float:
-    """Lower is better; infeasible points pay a penalty growing with the violation."""
-    gp = o.goodput / max(d.goodput, 1e-12)
-    fct = o.tail_fct_ns / max(d.tail_fct_ns, 1e-12)
-    score = -(gp - 0.1 * fct)
-    over_pause = max(0.0, o.pause_ns - bound_ns) / max(d.pause_ns, 1.0)
-    lost = max(0.0, (1 - max_loss) - gp)
+    """Lower is better: ``-(goodput) + 0.05 ln(tail FCT / defaults')`` plus penalties that
+    grow with the PFC pause over the bound (in units of the defaults' pause) and the goodput
+    lost beyond ``max_loss``; goodput is absolute (fraction of the bottleneck), so a setting
+    cannot buy goodput with PFC pauses."""
+    fct = max(o.tail_fct_ns, 1.0) / max(d.tail_fct_ns, 1.0)
+    score = -o.goodput + 0.05 * math.log(fct)
+    over_pause = max(0.0, o.pause_ns - bound_ns) / max(d.pause_ns, 1000.0)
+    lost = max(0.0, (1 - max_loss) * d.goodput - o.goodput) / max(d.goodput, 1e-9)
     return score + 10.0 * (over_pause + lost) + (100.0 if o.failed else 0.0)
+
+
+def _ok(o: CcOutcome, d: CcOutcome, pause_limit_ns: float, max_loss: float) -> bool:
+    return (not o.failed and o.pause_ns <= pause_limit_ns
+            and o.goodput >= (1 - max_loss) * d.goodput)
 
 
 def make_executor(scheduler: str | None = None, workers: int | None = None):
@@ -286,9 +296,16 @@ def search_cc(hot: HotSpot, budget: int = 16, executor=None, seed: int = 0,
         if progress:
             progress(len(evals))
     merits = [_merit(o, default, bound, max_goodput_loss) for o in evals]
-    best = evals[int(np.argmin(merits))]
-    feasible = (best.pause_ns <= bound and not best.failed
-                and best.goodput >= (1 - max_goodput_loss) * default.goodput)
-    if not feasible:
-        best = default
-    return CcChoice(hot, default, best, feasible, evals, bound)
+    order = np.argsort(merits, kind="stable")
+    within = [evals[i] for i in order if _ok(evals[i], default, bound, max_goodput_loss)]
+    # second choice: any pause reduction at all (the bound not met within the budget)
+    reduced = [evals[i] for i in order
+               if _ok(evals[i], default, default.pause_ns, max_goodput_loss)
+               and evals[i].pause_ns < default.pause_ns]
+    if within:
+        best, status = within[0], "met the PFC pause bound"
+    elif reduced:
+        best, status = reduced[0], "reduced PFC pause, bound not met within the budget"
+    else:
+        best, status = default, "no better setting within the budget: vendor defaults kept"
+    return CcChoice(hot, default, best, bool(within), evals, bound, status)

@@ -82,3 +82,34 @@ def test_adaptive_ladder_recovers_short_flaps_sooner() -> None:
 def test_bad_flap_spec(bad: str) -> None:
     with pytest.raises(ValueError, match="flaps"):
         parse_flaps(bad)
+
+
+def _flap_run(timeout: int, retry_cnt: int, flap_ps: int):
+    """One 2 MB flow over a dumbbell whose trunk flaps for ``flap_ps`` 50 us after the start."""
+    from netsim.faults import LinkFlap
+    from netsim.packet import PacketConfig, simulate_packets
+    from netsim.packet.testbeds import ShortestPathRouter, dumbbell
+    from netsim.traffic import Flow
+
+    fab = dumbbell(1, 1, host_gbps=100, core_gbps=100)
+    cfg = PacketConfig(ib_timeout=timeout, retry_cnt=retry_cnt, max_time_ps=200 * 10**9)
+    res = simulate_packets(fab, [Flow("l0", "r0", 2_000_000)], cfg, seed=0,
+                           router=ShortestPathRouter(fab),
+                           flaps=[LinkFlap(fab.link_id("s0", "s1"), 50_000_000, flap_ps)])
+    return res.flows[0]
+
+
+def test_packet_engine_confirms_recommendation() -> None:
+    flap_ps = 5 * 10**9  # 5 ms: scaled down from seconds so the test stays short
+    rec = recommend_retransmit(parse_flaps("max=5ms"))
+    s = rec.recommended.setting
+    assert not _flap_run(s.timeout, s.retry_cnt, flap_ps).failed
+    short = RetransmitSetting(s.timeout - 1, 3)             # window 3.1 ms < 5 ms
+    assert short.survivable_flap_s < 5e-3
+    assert _flap_run(short.timeout, short.retry_cnt, flap_ps).failed
+
+
+def test_packet_engine_agrees_with_window_boundary() -> None:
+    # T = 4.096 us x 2^8 = 1.05 ms: 4 retries cover 4.19 ms (< 5 ms flap), 5 cover 5.24 ms
+    assert _flap_run(8, 4, 5 * 10**9).failed
+    assert not _flap_run(8, 5, 5 * 10**9).failed

@@ -43,10 +43,9 @@ def load_calibration(path):
     """A ``netsim.calibration`` fit, or None."""
     if not path:
         return None
-    from netsim import calibration as cal
+    from netsim.calibration import load_calibration as load
 
-    loader = getattr(cal, "load_calibration", None) or getattr(cal.Calibration, "load")
-    return loader(path)
+    return load(path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,0 +1,93 @@
+"""``netsim recommend``: where to put the ranks and which NCCL, NIC and switch settings to use.
+
+Example (the README's main command)::
+
+    netsim recommend --fabric megascale --job gpt3-175b -o reco/
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tuner.cli._output import add_json_flag, format_table, print_json, progress
+
+
+def register(sub) -> argparse.ArgumentParser:
+    from tuner.jobs import add_job_arguments
+
+    p = sub.add_parser(
+        "recommend",
+        help="recommend placement and NCCL/NIC/switch settings with reasons and predicted effects",
+        description="Search placement, QPs per connection, NCCL algorithm/protocol per size, "
+        "DCQCN/ECN parameters (packet engine on the job's hot spot) and the retransmit timeout; "
+        "write nccl.env, nccl_tuner.csv, nic_dcqcn.conf, switch_qos.yaml, placement.json and "
+        "report.md.",
+    )
+    p.add_argument("--fabric", default="megascale", help="fabric preset or YAML/JSON file")
+    add_job_arguments(p)
+    p.add_argument("--calibration", default=None, help="calibration.json from netsim calibrate")
+    p.add_argument("--flaps", default="max=5s",
+                   help="flap model: max=5s, lognormal:median=1s,p99=6s[,count=N] or 0.5s,2s,5s")
+    p.add_argument("--margin", type=float, default=1.5,
+                   help="retry window / design flap ratio to keep (default 1.5)")
+    p.add_argument("--adaptive-retrans", action="store_true",
+                   help="model the NIC's adaptive retransmission (adap_retrans)")
+    p.add_argument("--probe", action="store_true",
+                   help="read HCAs and GIDs from this host's NICs (falls back to the fabric file)")
+    p.add_argument("--budget", type=int, default=16,
+                   help="packet-engine evaluations of the congestion-control search")
+    p.add_argument("--free", default=None, type=Path, help="free servers file (see netsim place)")
+    p.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address for the CC evaluations (default: local processes)")
+    p.add_argument("--workers", type=int, default=2, help="local worker processes")
+    p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    add_json_flag(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from topologies import load_fabric
+
+    from tuner.cli.place import load_calibration
+    from tuner.jobs import job_from_args
+    from tuner.placement import read_free_servers
+    from tuner.recommend import RecommendOptions, recommend, write_outputs
+
+    if args.budget < 1:
+        raise ValueError("--budget must be >= 1 packet-engine evaluation")
+    fabric = load_fabric(args.fabric)
+    job = job_from_args(args)
+    opts = RecommendOptions(
+        budget=args.budget, flaps=args.flaps, margin=args.margin, probe=args.probe,
+        calibration=load_calibration(args.calibration),
+        free_servers=read_free_servers(args.free, fabric) if args.free else None,
+        seed=args.seed, scheduler=args.scheduler, workers=args.workers,
+        adaptive_retrans=args.adaptive_retrans)
+    bar = progress(total=100, desc="recommend", enabled=sys.stderr.isatty())
+
+    def step(name: str, frac: float) -> None:
+        if bar is None:
+            return
+        bar.set_description(f"recommend: {name}")
+        bar.update(int(frac * 100) - bar.n)
+
+    try:
+        rec = recommend(fabric, job, opts, progress=step)
+    finally:
+        if bar is not None:
+            bar.close()
+    paths = write_outputs(rec, args.output)
+    if args.json:
+        print_json({**rec.to_json(), "files": [str(p) for p in paths]})
+        return 0
+    for k, v in rec.summary.items():
+        print(f"{k}: {v}")
+    print()
+    rows = [[s.name, s.default, s.recommended] for s in rec.settings if s.changed]
+    print(format_table(["setting", "default", "recommended"], rows))
+    print(f"\nwrote {', '.join(p.name for p in paths)} to {args.output}")
+    return 0

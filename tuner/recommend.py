@@ -1,0 +1,339 @@
+"""``netsim recommend``: placement and every NCCL / NIC / switch setting, with reasons and the
+simulators' predicted effects, for one job on one fabric.
+
+Steps (each one a library call of ``tuner``):
+
+1. placement: :func:`tuner.placement.compare_strategies` (topo vs the scheduler's order);
+2. ECMP entropy: :func:`tuner.search.search_qps` on the chosen placement (flow engine);
+3. collectives: :func:`tuner.search.search_collectives` on one DP group (collective model);
+4. congestion control: :func:`tuner.ccsearch.search_cc` on the job's hot spot (packet engine);
+5. retransmit: :func:`tuner.retransmit.recommend_retransmit` from the flap model;
+6. QoS / PFC headroom from the fabric's port speeds and cable lengths (or the probe);
+7. the predicted iteration time with defaults (scheduler order, 1 QP) vs with the placement
+   and QP recommendation (``netsim.workload.predict`` with flow-engine collisions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tuner.render import Setting, TunerRow
+
+#: DSCP 26 (AF31) -> priority 3, the lossless RoCE class; ToS = DSCP << 2 | ECT(0) = 106
+#: (NVIDIA RoCE guides; nccl-roce.md 2 and 5.4).
+ROCE_DSCP, ROCE_PRIO, CNP_DSCP, CNP_PRIO = 26, 3, 48, 6
+NCCL_IB_TC = (ROCE_DSCP << 2) | 2
+DEFAULT_FLAPS = "max=5s"   # MegaScale 6.3: flaps last "several seconds"
+
+
+@dataclass
+class RecommendOptions:
+    """Knobs of a recommendation run."""
+
+    budget: int = 16               # packet-engine evaluations of the CC search
+    flaps: str = DEFAULT_FLAPS
+    margin: float = 1.5
+    probe: bool = False
+    calibration: object = None
+    free_servers: list[int] | None = None
+    seed: int = 0
+    scheduler: str | None = None   # Dask scheduler address; None = local processes
+    workers: int = 2
+    place_iterations: int = 3000
+    adaptive_retrans: bool = False
+
+
+@dataclass
+class Recommendation:
+    """Everything the output files and the report are made of."""
+
+    fabric: str
+    job: dict
+    settings: list[Setting]
+    env: dict[str, str]
+    env_reasons: dict[str, str]
+    tuner_rows: list[TunerRow]
+    nic_rp: dict[str, int]
+    nic_np: dict[str, int]
+    ecn: dict
+    headroom_ports: list[dict]
+    ranks: list[dict]
+    iteration_default_s: float
+    iteration_recommended_s: float
+    summary: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"fabric": self.fabric, "job": self.job, "env": self.env,
+                "iteration_default_s": self.iteration_default_s,
+                "iteration_recommended_s": self.iteration_recommended_s,
+                "settings": [s.__dict__ for s in self.settings], "summary": self.summary,
+                "details": self.details, "notes": self.notes}
+
+
+def _headroom_ports(fabric) -> list[dict]:
+    """PFC headroom per port class (link kind x speed x cable length) of the fabric."""
+    from tuner.render import cable_m_from_latency_ns, headroom_bytes
+
+    kinds = np.asarray(fabric.link_kind).astype(str)
+    cap = np.asarray(fabric.link_capacity_bps)
+    lat = np.asarray(fabric.link_latency_ns)
+    rows = []
+    for kind in ("host", "tor-agg", "agg-core"):
+        sel = kinds == kind
+        if not sel.any():
+            continue
+        for c, l in sorted(set(zip(cap[sel].tolist(), lat[sel].tolist()))):
+            cable = cable_m_from_latency_ns(l)
+            rows.append({"link_kind": kind, "port_speed_gbps": c / 1e9, "cable_m": round(cable, 1),
+                         "headroom_bytes": headroom_bytes(int(c), cable)})
+    return rows
+
+
+def _qos_from_probe(enabled: bool, nics_per_server: int) -> tuple[dict, str]:
+    """(HCA list / GID index env, where they came from)."""
+    hcas = ",".join(f"mlx5_{i}" for i in range(nics_per_server))
+    env = {"NCCL_IB_HCA": "=" + hcas}
+    if not enabled:
+        return env, f"fabric file: {nics_per_server} NICs per server, assumed mlx5_0..{nics_per_server - 1}"
+    from tuner.probe import probe
+
+    res = probe()
+    if not res.found:
+        return env, f"probe: {res.reason}; fell back to the fabric file"
+    roce = [d for d in res.devices if any(p.link_layer == "Ethernet" for p in d.ports)]
+    env["NCCL_IB_HCA"] = "=" + ",".join(d.name for d in roce or res.devices)
+    gids = {p.nccl_gid_index for d in roce for p in d.ports if p.nccl_gid_index is not None}
+    if len(gids) == 1:
+        env["NCCL_IB_GID_INDEX"] = str(gids.pop())
+    return env, f"probe ({res.source}): {len(res.devices)} RDMA devices"
+
+
+def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) -> Recommendation:
+    """Run every search and assemble the recommendation.
+
+    Parameters
+    ----------
+    fabric
+        ``topologies.Fabric``.
+    job
+        ``netsim.workload.JobSpec``.
+    opts
+        :class:`RecommendOptions`.
+    progress
+        Optional ``progress(step_name, fraction_done)`` callback.
+    """
+    from tuner import ccsearch, placement, retransmit, search
+
+    opts = opts or RecommendOptions()
+    say = progress or (lambda *_: None)
+    settings: list[Setting] = []
+    env: dict[str, str] = {}
+    why: dict[str, str] = {}
+
+    say("placement", 0.0)
+    places = placement.compare_strategies(fabric, job, opts.free_servers, seed=opts.seed,
+                                          calibration=opts.calibration,
+                                          search_iterations=opts.place_iterations,
+                                          strategies=("topo", "linear"))
+    topo, linear = places["topo"], places["linear"]
+    settings.append(Setting(
+        "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
+        "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
+        "local search; kept the candidate with the best simulated iteration time",
+        f"cross-ToR {linear.cross_tor_bytes / 1e9:.1f} -> {topo.cross_tor_bytes / 1e9:.1f} GB, "
+        f"cross-pod {linear.cross_pod_bytes / 1e9:.1f} -> {topo.cross_pod_bytes / 1e9:.1f} GB "
+        f"per iteration; iteration {linear.iteration_s:.4f} -> {topo.iteration_s:.4f} s"))
+
+    say("QPs per connection", 0.2)
+    qp = search.search_qps(fabric, job, topo.gpu_of_rank, seeds=(opts.seed, opts.seed + 1))
+    env["NCCL_IB_QPS_PER_CONNECTION"] = str(qp.qps)
+    env["NCCL_IB_SPLIT_DATA_ON_QPS"] = str(qp.split_data)
+    why["NCCL_IB_QPS_PER_CONNECTION"] = qp.reason
+    settings.append(Setting("NCCL_IB_QPS_PER_CONNECTION", "nccl", 1, qp.qps, qp.reason,
+                            f"collision slowdown {qp.slowdown[1]:.3f}x -> {qp.slowdown[qp.qps]:.3f}x"))
+    settings.append(Setting("NCCL_IB_SPLIT_DATA_ON_QPS", "nccl", 0, qp.split_data,
+                            "round-robin whole messages: a ring's many chunks spread evenly "
+                            "over the QPs without a work request per QP per message",
+                            "no bandwidth change in the flow engine (bytes spread evenly either way)"))
+
+    say("collectives", 0.35)
+    groups = search.job_groups(job, topo.gpu_of_rank)
+    dp_group = groups["dp"][0] if "dp" in groups else topo.gpu_of_rank[:min(8, job.world)]
+    coll = search.search_collectives(fabric, dp_group.tolist(), qps=qp.qps)
+    rows = [TunerRow("allreduce", r["min_bytes"], r["max_bytes"], r["algo"], r["proto"],
+                     -1, coll.n_nodes, coll.ranks) for r in coll.rows]
+    big = coll.rows[-1]
+    gains = ", ".join(f"{r['size'] >> 10} KiB {r['algo']}/{r['proto']} "
+                      f"{r['default_time_s'] * 1e6:.0f}->{r['time_s'] * 1e6:.0f} us"
+                      for r in coll.rows[::3])
+    settings.append(Setting("NCCL algorithm/protocol per size (nccl_tuner.csv)", "nccl",
+                            "NCCL's internal tuner", f"{len(rows)} rows",
+                            f"fastest of ring/tree x LL/LL128/Simple in the collective model "
+                            f"for the {coll.ranks}-rank DP all-reduce",
+                            f"{gains}; largest bucket {big['algo']}/{big['proto']}"))
+    env["NCCL_TUNER_CONFIG_FILE"] = "nccl_tuner.csv"
+    why["NCCL_TUNER_CONFIG_FILE"] = ("read by NCCL's example tuner plugin "
+                                     "(build plugins/tuner/example, set NCCL_TUNER_PLUGIN)")
+
+    say("congestion control", 0.5)
+    # the worst case CC must absorb: the collisions of NCCL's default single QP
+    hot = ccsearch.hot_spot(fabric, job, topo.gpu_of_rank, qps=1, seed=opts.seed)
+    executor = ccsearch.make_executor(opts.scheduler, opts.workers) if opts.budget > 4 else None
+    try:
+        cc = ccsearch.search_cc(hot, budget=opts.budget, executor=executor, seed=opts.seed,
+                                progress=lambda n: say("congestion control",
+                                                       0.5 + 0.3 * n / max(opts.budget, 1)))
+    finally:
+        if executor is not None and hasattr(executor, "shutdown"):
+            executor.shutdown()
+    nic_rp, nic_np, ecn = _cc_settings(cc, settings)
+
+    say("retransmit", 0.85)
+    flaps = retransmit.parse_flaps(opts.flaps)
+    rt = retransmit.recommend_retransmit(flaps, opts.margin, opts.adaptive_retrans)
+    env.update(rt.env())
+    why["NCCL_IB_TIMEOUT"] = rt.reason
+    d, r = rt.default, rt.recommended
+    eff = (f"survival per flap {d.survival_per_flap:.3f} -> {r.survival_per_flap:.3f}, job "
+           f"{d.job_survival:.3f} -> {r.job_survival:.3f}; expected stall per flap "
+           f"{d.expected_stall_s:.2f} -> {r.expected_stall_s:.2f} s; dead-link detection "
+           f"{d.setting.failure_detection_s:.1f} -> {r.setting.failure_detection_s:.1f} s")
+    settings.append(Setting("NCCL_IB_TIMEOUT", "nccl", d.setting.timeout, r.setting.timeout,
+                            rt.reason, eff))
+    settings.append(Setting("NCCL_IB_RETRY_CNT", "nccl", d.setting.retry_cnt, r.setting.retry_cnt,
+                            f"retry window {r.setting.survivable_flap_s:.2f} s = timeout x retries",
+                            eff))
+
+    say("QoS", 0.9)
+    qos_env, qos_src = _qos_from_probe(opts.probe, int(fabric.nics_per_server))
+    env["NCCL_IB_TC"] = str(NCCL_IB_TC)
+    why["NCCL_IB_TC"] = f"DSCP {ROCE_DSCP} (AF31) with ECT(0): the lossless RoCE class, PFC priority {ROCE_PRIO}"
+    settings.append(Setting("NCCL_IB_TC", "nccl", 0, NCCL_IB_TC, why["NCCL_IB_TC"],
+                            "RoCE traffic lands in the PFC/ECN class the switch config sets up"))
+    for k, v in qos_env.items():
+        env[k] = v
+        why[k] = qos_src
+        settings.append(Setting(k, "nccl", "unset (auto)", v, qos_src, "pins NCCL to the compute NICs"))
+    ports = _headroom_ports(fabric)
+    for p in ports:
+        settings.append(Setting(f"PFC headroom {p['link_kind']} {p['port_speed_gbps']:g}G "
+                                f"{p['cable_m']:g} m", "switch", "vendor profile",
+                                f"{p['headroom_bytes']} B",
+                                "2 x MTU + 2 x cable bytes + peer response (SONiC formula, "
+                                "IEEE 802.3 pause quanta)", "no drops on the lossless class "
+                                "while PAUSE takes effect"))
+
+    say("iteration time", 0.95)
+    base_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration, qps=1,
+                                            seed=opts.seed)
+    rec_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration,
+                                           qps=qp.qps, seed=opts.seed)
+    t_def, t_rec = base_score(linear.gpu_of_rank), rec_score(topo.gpu_of_rank)
+    summary = {
+        "fabric": fabric.name, "job": f"{job.model} tp={job.tp} pp={job.pp} dp={job.dp} "
+        f"({job.world} GPUs) on {job.gpu}",
+        "predicted iteration (defaults: scheduler order, 1 QP)": f"{t_def:.4f} s",
+        "predicted iteration (placement + QPs recommended)": f"{t_rec:.4f} s "
+        f"({(t_def / t_rec - 1) * 100:+.2f}% throughput)",
+        "CC hot spot": hot.source,
+        "CC result": _cc_summary(cc),
+    }
+    notes = [
+        "Iteration times come from netsim.workload.predict with the flow engine's ECMP "
+        "collision slowdown on every network collective; DCQCN dynamics, the retransmit "
+        "setting and the tuner CSV are reported on their own rows (their own simulators).",
+        f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
+        "restart of 600 s in the expected stall (assumption).",
+        f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC hot spot "
+        f"uses a {ccsearch.BUFFER_PER_PORT_BYTES // 1000} KB/port switch buffer (assumption).",
+    ]
+    say("done", 1.0)
+    return Recommendation(
+        fabric.name, job.to_dict(), settings, env, why, rows, nic_rp, nic_np, ecn, ports,
+        topo.ranks(fabric), t_def, t_rec, summary, notes,
+        details={"placement": {k: v.to_json() for k, v in places.items()},
+                 "qps": {"slowdown": qp.slowdown, "cost": qp.cost},
+                 "collectives": coll.rows,
+                 "cc": {"hot_spot": hot.__dict__, "default": cc.default.__dict__,
+                        "best": cc.best.__dict__, "feasible": cc.feasible,
+                        "pause_reduction": cc.pause_reduction,
+                        "goodput_change": cc.goodput_change, "evaluations": len(cc.evaluations)},
+                 "retransmit": {"design_flap_s": rt.design_flap_s,
+                                "default": _rt_json(rt.default), "recommended": _rt_json(rt.recommended)}})
+
+
+def _rt_json(r) -> dict:
+    s = r.setting
+    return {"timeout": s.timeout, "retry_cnt": s.retry_cnt, "timeout_s": s.timeout_s,
+            "survivable_flap_s": s.survivable_flap_s, "failure_detection_s": s.failure_detection_s,
+            "survival_per_flap": r.survival_per_flap, "job_survival": r.job_survival,
+            "expected_stall_s": r.expected_stall_s}
+
+
+def _cc_summary(cc) -> str:
+    d, b = cc.default, cc.best
+    return (f"PFC pause {d.pause_ns / 1e3:.1f} -> {b.pause_ns / 1e3:.1f} us "
+            f"({cc.pause_reduction:.0%} less), goodput {d.goodput:.3f} -> {b.goodput:.3f} "
+            f"({cc.goodput_change:+.1%}), tail FCT {d.tail_fct_ns / 1e3:.1f} -> "
+            f"{b.tail_fct_ns / 1e3:.1f} us; {cc.status}")
+
+
+#: search name -> (file section, ConnectX sysfs name)
+_NIC_NAMES = {"rpg_time_reset_us": ("roce_rp", "rpg_time_reset"),
+              "rpg_byte_reset_bytes": ("roce_rp", "rpg_byte_reset"),
+              "rpg_ai_rate_mbps": ("roce_rp", "rpg_ai_rate"),
+              "rpg_hai_rate_mbps": ("roce_rp", "rpg_hai_rate"),
+              "dce_tcp_g": ("roce_rp", "dce_tcp_g"),
+              "min_time_between_cnps_us": ("roce_np", "min_time_between_cnps")}
+
+
+def _cc_settings(cc, settings: list[Setting]) -> tuple[dict, dict, dict]:
+    """NIC and switch rows of the report, and the values of nic_dcqcn.conf / switch_qos.yaml."""
+    from tuner.ccsearch import to_engine
+
+    d, b = cc.default.params, cc.best.params
+    effect = _cc_summary(cc) + f" on the hot spot ({cc.hot.source})"
+    rp, np_ = {}, {"cnp_dscp": CNP_DSCP, "cnp_802p_prio": CNP_PRIO}
+    for i, (key, (section, name)) in enumerate(_NIC_NAMES.items()):
+        (rp if section == "roce_rp" else np_)[name] = int(b[key])
+        settings.append(Setting(f"{section}/{name}", "nic", int(d[key]), int(b[key]),
+                                "packet-engine DCQCN search (goodput, tail FCT, PFC pause bound)",
+                                effect if i == 0 else "joint with roce_rp/rpg_time_reset"))
+    dcfg, bcfg = to_engine(d)[0], to_engine(b)[0]
+    ecn = {"kmin_bytes": bcfg["ecn_kmin_bytes"], "kmax_bytes": bcfg["ecn_kmax_bytes"],
+           "pmax": round(bcfg["ecn_pmax"], 4)}
+    for key, name in (("ecn_kmin_bytes", "ECN Kmin (bytes)"), ("ecn_kmax_bytes", "ECN Kmax (bytes)"),
+                      ("ecn_pmax", "ECN Pmax")):
+        dv, bv = dcfg[key], bcfg[key]
+        settings.append(Setting(name, "switch", dv if key != "ecn_pmax" else round(dv, 4),
+                                bv if key != "ecn_pmax" else round(bv, 4),
+                                "packet-engine DCQCN search on the RoCE class",
+                                "joint with roce_rp/rpg_time_reset"))
+    return rp, np_, ecn
+
+
+def write_outputs(rec: Recommendation, outdir: Path) -> list[Path]:
+    """Write the six files into ``outdir``; returns their paths."""
+    from tuner import render
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    paths = {n: outdir / n for n in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
+                                     "switch_qos.yaml", "placement.json", "report.md")}
+    render.write_nccl_env(paths["nccl.env"], rec.env, rec.env_reasons)
+    render.write_tuner_csv(paths["nccl_tuner.csv"], rec.tuner_rows)
+    render.write_nic_conf(paths["nic_dcqcn.conf"], rec.nic_rp, rec.nic_np, ROCE_PRIO)
+    render.write_switch_qos(paths["switch_qos.yaml"], rec.ecn, rec.headroom_ports,
+                            priority=ROCE_PRIO, cnp_priority=CNP_PRIO, dscp=ROCE_DSCP,
+                            cnp_dscp=CNP_DSCP)
+    render.write_placement(paths["placement.json"], rec.ranks,
+                           {"strategy": "topo", "fabric": rec.fabric, "job": rec.job,
+                            "predicted_iteration_s": rec.iteration_recommended_s})
+    render.write_report(paths["report.md"], f"Recommendation: {rec.job['model']} on {rec.fabric}",
+                        rec.settings, rec.summary, rec.notes)
+    return list(paths.values())
