@@ -1,0 +1,155 @@
+"""``netsim simulate --level packet``: the packet engine's own flags and its run.
+
+Shared flags (``--level --fabric --size --cc --seed --json``) live in ``tuner/cli/simulate.py``.
+Example::
+
+    netsim simulate --level packet --fabric fat-tree-k4 --traffic incast:8 --size 256KB \\
+        --cc dcqcn --pfc on --json
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from tuner.cli._output import UsageError, format_table, print_json
+
+DEFAULT_FABRIC = "fat-tree-k4"
+DEFAULT_SIZE = "1MB"
+
+
+def _add(parser, *names: str, **kw) -> None:
+    """Add an option unless the other level already defined it (one meaning per name)."""
+    container = getattr(parser, "_container", parser)
+    if any(n in container._option_string_actions for n in names):
+        return
+    parser.add_argument(*names, **kw)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of the packet level."""
+    g = p.add_argument_group("packet level (--level packet)")
+    _add(g, "--traffic", default=None,
+         help="incast:N | incast | permutation | alltoall | FILE (.json/.yaml flows); "
+              "default permutation")
+    _add(g, "--pfc", choices=["on", "off"], default="on", help="PFC on the RoCE class (default on)")
+    _add(g, "--flap", action="append", default=[], metavar="LINK@T+D",
+         help="link flap: LINK (directed link id, U~V, or first-hop) down at T for D, "
+              "e.g. first-hop@100us+2ms (repeatable)")
+    _add(g, "--ib-timeout", type=int, default=20,
+         help="verbs timeout / NCCL_IB_TIMEOUT: retransmit timer 4.096 us x 2^N (default 20)")
+    _add(g, "--retry-cnt", type=int, default=7, help="NCCL_IB_RETRY_CNT, 0..7 (default 7)")
+    _add(g, "--adaptive-retrans", action="store_true",
+         help="NIC adaptive retransmission (adap_retrans): short early retries, same budget")
+    _add(g, "--mtu", type=int, default=4096, help="RoCE MTU in bytes (payload per packet)")
+    _add(g, "--qps", type=int, default=None,
+         help="QPs per flow, NCCL_IB_QPS_PER_CONNECTION (default 1)")
+    _add(g, "--ack-every", type=int, default=4, help="ACK coalescing: packets per ACK (default 4)")
+    _add(g, "--buffer", default="32MB", help="shared buffer per switch (default 32MB)")
+    _add(g, "--ecn-kmin", default="150KB", help="ECN Kmin on the RoCE egress queue (default 150KB)")
+    _add(g, "--ecn-kmax", default="1500KB", help="ECN Kmax (default 1500KB)")
+    _add(g, "--max-time", default="10s", help="stop the simulated clock here (default 10s)")
+    _add(g, "--cc-param", action="append", default=[], metavar="KEY=VALUE",
+         help="congestion-control parameter (netsim.cc field name), repeatable")
+    _add(g, "--plot", default=None, metavar="DIR",
+         help="write queue / per-flow rate time series (CSV and PNG) into DIR")
+
+
+def _flows(args, fabric, size: int, rng):
+    from netsim import traffic
+
+    spec = args.traffic or "permutation"
+    qps = args.qps or 1
+    if spec == "permutation":
+        return traffic.permutation(fabric, size, rng, qps=qps)
+    if spec == "alltoall":
+        return traffic.alltoall(fabric, size, rng, qps=qps)
+    if spec == "incast" or spec.startswith("incast:"):
+        n_txt = spec.partition(":")[2] or str(min(8, len(fabric.nics) - 1))
+        try:
+            n = int(n_txt)
+        except ValueError:
+            raise UsageError(f"--traffic {spec!r}: N of incast:N must be an integer") from None
+        return traffic.incast(fabric, n, size, rng, qps=qps)
+    if spec.endswith((".json", ".yaml", ".yml")):
+        return traffic.load_flows(spec)
+    raise UsageError(f"--traffic {spec!r}: use incast:N, permutation, alltoall or a .json/.yaml file")
+
+
+def config_from_args(args):
+    """A :class:`PacketConfig` from the CLI flags."""
+    from netsim.packet import PacketConfig
+    from topologies.units import parse_bytes, parse_duration_ps
+
+    cc_params = {}
+    if args.cc_param:
+        from netsim.cc import parse_cc_params
+
+        cc_params = parse_cc_params(args.cc_param)
+    return PacketConfig(
+        mtu_bytes=args.mtu, cc=args.cc or "dcqcn", cc_params=cc_params, pfc=args.pfc == "on",
+        ib_timeout=args.ib_timeout, retry_cnt=args.retry_cnt,
+        adaptive_retrans=args.adaptive_retrans, ack_every_packets=args.ack_every,
+        buffer_bytes=parse_bytes(args.buffer), ecn_kmin_bytes=parse_bytes(args.ecn_kmin),
+        ecn_kmax_bytes=parse_bytes(args.ecn_kmax), max_time_ps=parse_duration_ps(args.max_time))
+
+
+def run(args: argparse.Namespace) -> int:
+    from netsim.faults import parse_flap
+    from netsim.packet import simulate_packets
+    from netsim.packet.plots import write_series
+    from topologies import load_fabric
+    from topologies.routing import Router
+    from topologies.units import parse_bytes
+
+    fabric = load_fabric(args.fabric or DEFAULT_FABRIC)
+    size = parse_bytes(args.size or DEFAULT_SIZE)
+    rng = np.random.default_rng(args.seed)
+    flows = _flows(args, fabric, size, rng)
+    config = config_from_args(args)
+    router = Router(fabric, seed=args.seed)
+    first_hop = None
+    if flows:
+        from netsim.packet.build import _endpoint_nic, _udp_sport
+
+        src = _endpoint_nic(fabric, flows[0].src)
+        path = router.path(src, _endpoint_nic(fabric, flows[0].dst), _udp_sport(0x100))
+        first_hop = int(path[0])
+    flaps = [parse_flap(f, fabric, first_hop=first_hop) for f in args.flap]
+    res = simulate_packets(fabric, flows, config, seed=args.seed, router=router, flaps=flaps)
+    doc = res.to_json()
+    doc["fabric"] = fabric.name
+    if args.plot:
+        doc["plots"] = [str(p) for p in write_series(res, args.plot)]
+    if args.json:
+        print_json(doc)
+    else:
+        _print_table(res, fabric.name, doc.get("plots"))
+    return 0
+
+
+def _print_table(res, fabric_name: str, plots) -> None:
+    rows = []
+    for i, f in enumerate(res.flows[:20]):
+        rows.append([f"{i}: {f.src}->{f.dst}", f.bytes,
+                     "-" if f.fct_ns is None else round(f.fct_ns / 1000, 3),
+                     "-" if f.throughput_gbps is None else round(f.throughput_gbps, 2),
+                     f.retransmits, f.timeouts, "FAILED" if f.failed else "ok"])
+    print(format_table(["flow", "bytes", "fct_us", "gbps", "retx", "timeouts", "status"], rows))
+    if len(res.flows) > 20:
+        print(f"... {len(res.flows) - 20} more flows (use --json)")
+    print()
+    done = [f.fct_ns for f in res.flows if f.fct_ns is not None]
+    summary = [
+        ["fabric", fabric_name], ["cc / pfc", f"{res.cc} / {'on' if res.pfc else 'off'}"],
+        ["flows done / failed", f"{len(done)} / {sum(f.failed for f in res.flows)}"],
+        ["max fct (us)", f"{max(done) / 1000:.3f}" if done else "-"],
+        ["drops", res.drops], ["pfc pauses", res.pfc_pauses], ["ecn marks", res.ecn_marks],
+        ["cnps", res.cnps], ["timeouts", res.timeouts], ["hol victims", len(res.hol_victims)],
+        ["deadlocks", len(res.deadlocks)], ["sim time (us)", f"{res.sim_time_ns / 1000:.3f}"],
+        ["data packets / wall s", f"{res.data_packets / max(res.wall_s, 1e-9):,.0f}"],
+    ]
+    print(format_table(["metric", "value"], summary))
+    if plots:
+        print("plots: " + ", ".join(plots))
