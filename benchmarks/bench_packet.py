@@ -1,0 +1,107 @@
+"""Benchmark of the packet engine against a bare simpy timeout loop in the same process.
+
+Reference scenario (issue 3): a permutation of 2 MB flows on fat-tree-k8 (128 hosts), 400G
+links, 4096 B MTU, lossless (PFC on), DCQCN. Prints data packets and events per wall second
+and per CPU second (the steadier figure on a shared machine), events per packet, and the
+ratio of the engine's event rate to simpy's; ``--scaling`` adds a curve over flow sizes
+(cost should be linear in packets).
+
+Run: ``python benchmarks/bench_packet.py [--cc dcqcn] [--size 2MB] [--scaling] [--json]``
+(about a minute on 2 shared cores). ``--profile`` prints pyinstrument's top entries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+import simpy
+
+from netsim.packet import PacketConfig, simulate_packets
+from netsim.traffic import permutation
+from topologies import FatTreeSpec, fat_tree
+from topologies.units import parse_bytes
+
+
+def simpy_rate(n_events: int = 300_000) -> tuple[float, float]:
+    """Events per wall second and per CPU second of ``yield env.timeout(1)`` in a process."""
+    env = simpy.Environment()
+
+    def ticker(env):
+        while True:
+            yield env.timeout(1)
+
+    env.process(ticker(env))
+    t0, c0 = time.perf_counter(), time.process_time()
+    env.run(until=n_events)
+    return n_events / (time.perf_counter() - t0), n_events / (time.process_time() - c0)
+
+
+def engine_run(fabric, size: int, cc: str, seed: int = 0):
+    flows = permutation(fabric, size, np.random.default_rng(seed))
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = simulate_packets(fabric, flows, PacketConfig(cc=cc, pfc=True), seed=seed)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return res, wall, cpu
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cc", default="dcqcn", choices=["none", "dcqcn", "swift", "hybrid"])
+    ap.add_argument("--size", default="2MB", help="bytes per flow (default 2MB)")
+    ap.add_argument("--k", type=int, default=8, help="fat-tree radix (default 8: 128 hosts)")
+    ap.add_argument("--gbps", type=float, default=400.0, help="link speed (default 400)")
+    ap.add_argument("--scaling", action="store_true", help="also run 0.5x and 0.25x the size")
+    ap.add_argument("--profile", action="store_true", help="print pyinstrument's profile")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+
+    fabric = fat_tree(FatTreeSpec(k=args.k, link_speed_gbps=args.gbps))
+    size = parse_bytes(args.size)
+    simpy_wall, simpy_cpu = simpy_rate()
+    if args.profile:
+        from pyinstrument import Profiler
+
+        prof = Profiler()
+        prof.start()
+    res, wall, cpu = engine_run(fabric, size, args.cc)
+    if args.profile:
+        prof.stop()
+        print(prof.output_text(unicode=False, color=False, show_all=False))
+    row = _row(res, wall, cpu, size, simpy_wall, simpy_cpu)
+    rows = [row]
+    if args.scaling:
+        for frac in (0.5, 0.25):
+            r, w, c = engine_run(fabric, int(size * frac), args.cc)
+            rows.append(_row(r, w, c, int(size * frac), simpy_wall, simpy_cpu))
+    out = {"scenario": f"permutation on fat-tree-k{args.k} ({len(fabric.nics)} hosts), "
+                       f"{args.gbps:g}G, MTU 4096, PFC on, cc={args.cc}",
+           "simpy_events_per_wall_s": simpy_wall, "simpy_events_per_cpu_s": simpy_cpu,
+           "runs": rows}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(out["scenario"])
+    print(f"bare simpy timeout loop: {simpy_wall:,.0f} events/wall s, {simpy_cpu:,.0f} events/CPU s")
+    hdr = ("size_B", "data_pkts", "events", "ev/pkt", "wall_s", "cpu_s", "pkts/wall_s",
+           "pkts/cpu_s", "events/cpu_s", "ratio_to_simpy", "all_done")
+    print("  ".join(f"{h:>12}" for h in hdr))
+    for r in rows:
+        print("  ".join(f"{r[h]:>12,.3f}" if isinstance(r[h], float) else f"{r[h]!s:>12}"
+                        for h in hdr))
+    return 0
+
+
+def _row(res, wall, cpu, size, simpy_wall, simpy_cpu) -> dict:
+    return {"size_B": size, "data_pkts": res.data_packets, "events": res.events,
+            "ev/pkt": res.events / res.data_packets, "wall_s": wall, "cpu_s": cpu,
+            "pkts/wall_s": res.data_packets / wall, "pkts/cpu_s": res.data_packets / cpu,
+            "events/cpu_s": res.events / cpu,
+            "ratio_to_simpy": (res.events / cpu) / simpy_cpu,
+            "all_done": res.completed}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
