@@ -156,6 +156,7 @@ class Router:
         self.alive[failed ^ 1] = False  # a cable fails in both directions
         self.failed = failed
         self._reach = _Reach(fabric, self.alive) if failed.size else None
+        self._skip_intact = True  # tests turn this off to compare with the all-masks path
 
     # -- public API --------------------------------------------------------------------------
     def route_many(self, src_nic, dst_nic, sport) -> tuple[np.ndarray, np.ndarray]:
@@ -185,12 +186,17 @@ class Router:
         sp = np.broadcast_to(np.asarray(sport, dtype=np.uint32), a.shape)
         h = crc32_tuple(fab.nic_ip[a], fab.nic_ip[b], sp)
         hops = np.full((a.size, 6), -1, np.int64)
-        if self._reach is None:
-            self._route_fast(a, b, h, hops)
-        else:
-            for lo in range(0, a.size, _CHUNK):
-                sl = slice(lo, lo + _CHUNK)
-                self._route_failed(a[sl], b[sl], h[sl], hops[sl])
+        self._route_fast(a, b, h, hops)
+        if self._reach is not None:
+            # only flows that met a group with a dead member need the per-flow masks; the
+            # others chose exactly what the masked path would (hash % full width)
+            todo = np.flatnonzero(self._degraded(a, b, hops)) if self._skip_intact else \
+                np.arange(a.size)
+            for lo in range(0, todo.size, _CHUNK):
+                sel = todo[lo:lo + _CHUNK]
+                sub = np.full((sel.size, 6), -1, np.int64)
+                self._route_failed(a[sel], b[sel], h[sel], sub)
+                hops[sel] = sub
         same = a == b
         hops[same] = -1
         lengths = (hops >= 0).sum(axis=1)
@@ -356,6 +362,20 @@ class Router:
             hops[i_x, 4] = w.agg_down[agg2, w.tor_pos[tb[i_x]]]
             hops[i_x, 5] = w.nic_down_link[b[i_x]]
 
+    def _degraded(self, a, b, hops) -> np.ndarray:
+        """Flows whose fast-path route crossed a group that has a dead member for them."""
+        fab, w, reach = self.fabric, self.fabric.wiring, self._reach
+        ta, tb = w.nic_tor[a], w.nic_tor[b]
+        bad = ~(self.alive[w.nic_up_link[a]] & self.alive[w.nic_down_link[b]]) & (a != b)
+        up = (ta != tb) & (a != b)
+        bad |= up & ~reach.tor_full[ta, tb]
+        cross = up & (w.tor_pod[ta] != w.tor_pod[tb]) & ~bad
+        agg1 = fab.link_src[hops[cross, 2]] - w.agg_base
+        core = fab.link_src[hops[cross, 3]] - w.core_base
+        tbx = tb[cross]
+        bad[cross] |= ~reach.agg_up_full[agg1, tbx] | ~reach.core_full[core, tbx]
+        return bad
+
     def _choose(self, h, node, cand, ok, a, b):
         """Pick, per flow, the (hash mod live-count)-th valid member of ``cand``."""
         count = ok.sum(axis=1)
@@ -432,7 +452,22 @@ class _Reach:
             agg = fabric.link_dst[np.maximum(cd, 0)] - w.agg_base
             self.core_tor = (valid & self.agg_tor[agg, np.arange(n_tor)[None, :, None]]).any(2)
         self.agg_up_tor = np.zeros((n_agg, n_tor), bool)
+        self.agg_up_full = np.ones((n_agg, n_tor), bool)  # every uplink still leads to ToR t
         for k in range(w.agg_up.shape[1]):
             link = w.agg_up[:, k]
             core = fabric.link_dst[link] - w.core_base
-            self.agg_up_tor |= alive[link][:, None] & self.core_tor[core]
+            ok = alive[link][:, None] & self.core_tor[core]
+            self.agg_up_tor |= ok
+            self.agg_up_full &= ok
+        self.core_full = np.ones((n_core, n_tor), bool)    # every downlink of the dst pod
+        if n_core:
+            self.core_full = (~(cd >= 0) | (valid & self.agg_tor[
+                agg, np.arange(n_tor)[None, :, None]])).all(2)
+        # ToR t, destination ToR u: are all of t's uplinks usable toward u?
+        cross = w.tor_pod[:, None] != w.tor_pod[None, :]
+        self.tor_full = np.ones((n_tor, n_tor), bool)
+        for k in range(w.tor_up.shape[1]):
+            link = w.tor_up[:, k]
+            ag = fabric.link_dst[link] - w.agg_base
+            ok = np.where(cross, self.agg_up_tor[ag], self.agg_tor[ag])
+            self.tor_full &= alive[link][:, None] & ok

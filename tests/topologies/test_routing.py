@@ -190,3 +190,16 @@ def test_route_gpus_matches_path(megascale, k4, rng):
                 continue
             assert fab.nodes[fab.link_src[got[0]]] == fab.gpus[a[i]]
             assert fab.nodes[fab.link_dst[got[-1]]] == fab.gpus[b[i]]
+
+
+@pytest.mark.parametrize("name", ["k8", "megascale"])
+def test_failure_shortcut_equals_all_masks(name, request, rng):
+    fab = request.getfixturevalue(name)
+    w = fab.wiring
+    failed = rng.choice(np.concatenate([w.tor_up.ravel(), w.agg_up.ravel()]), 12, replace=False)
+    a, b, sport = _random_flows(fab, 20_000, rng)
+    fast = Router(fab, seed=7, failed_links=failed)
+    slow = Router(fab, seed=7, failed_links=failed)
+    slow._skip_intact = False
+    for x, y in zip(fast.route_many(a, b, sport), slow.route_many(a, b, sport), strict=True):
+        assert np.array_equal(x, y)
