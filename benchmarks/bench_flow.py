@@ -1,0 +1,112 @@
+"""Benchmark: flow-level ring all-reduce and all-to-all over 512 .. 49,152 GPUs on clos3 fabrics.
+
+Run: ``python benchmarks/bench_flow.py [--sizes 512,2048,12288,49152] [--ops allreduce,alltoall]
+[--max-a2a 2048] [--json]``.
+
+Each case runs in a fresh child process (so its peak RSS is its own): it builds the clos3 fabric
+of ``n / 8`` MegaScale servers (``Clos3Spec(servers=n // 8)``; 12,288 GPUs is the ``megascale``
+preset, 49,152 ``megascale-4x``), then times one 1 GiB collective over all its GPUs with the
+default ``NcclConfig`` (16 channels, 1 QP per connection, PXN). Printed per case: simulated
+time and busbw, QPs (flow-engine flows), commodities of the fluid problem, wall and CPU seconds
+of the simulation (fabric build excluded, reported apart), the child's max RSS; then, per op,
+the scaling exponent of CPU time against QPs (least squares in log-log) and the cost per
+``QPs x log2(QPs)``.
+
+All-to-all enumerates its connections (n^2 / 8 rail-aligned NIC pairs with PXN), so sizes above
+``--max-a2a`` are skipped and reported as such (12,288 GPUs would be 18.9 M connections).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+
+_CHILD = r"""
+import json, resource, sys, time
+from topologies import Clos3Spec, clos3
+from netsim.collectives import run_collective
+from netsim.nccl import NcclConfig
+op, n = sys.argv[1], int(sys.argv[2])
+t0 = time.perf_counter()
+fabric = clos3(Clos3Spec(name=f"clos3-{n}", servers=n // 8))
+build_s = time.perf_counter() - t0
+t0, c0 = time.perf_counter(), time.process_time()
+res = run_collective(fabric, op, n, 1 << 30, NcclConfig())
+wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"op": op, "gpus": n, "links": fabric.num_links, "build_s": build_s,
+                  "wall_s": wall, "cpu_s": cpu, "qps": res.qps, "connections": res.connections,
+                  "time_s": res.time_s, "busbw_GBps": res.busbw_GBps,
+                  "events": res.extra["events"],
+                  "max_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run_case(op: str, n: int) -> dict:
+    """Run one case in a child process and return its measurements."""
+    out = subprocess.run([sys.executable, "-c", _CHILD, op, str(n)], capture_output=True,
+                         text=True, check=False)
+    if out.returncode != 0:
+        return {"op": op, "gpus": n, "error": out.stderr.strip().splitlines()[-1]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def scaling(rows: list[dict]) -> dict:
+    """Exponent of CPU time vs QPs, and CPU microseconds per QP x log2(QP)."""
+    ok = [r for r in rows if "cpu_s" in r]
+    if len(ok) < 2:
+        return {}
+    x = np.log([r["qps"] for r in ok])
+    y = np.log([r["cpu_s"] for r in ok])
+    slope = float(np.polyfit(x, y, 1)[0])
+    per = [r["cpu_s"] / (r["qps"] * math.log2(r["qps"])) * 1e6 for r in ok]
+    return {"exponent": slope, "us_per_qp_log_qp": per}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="512,2048,12288,49152")
+    p.add_argument("--ops", default="allreduce,alltoall")
+    p.add_argument("--max-a2a", type=int, default=2048,
+                   help="largest all-to-all run (connections grow as n^2)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    report = {}
+    for op in args.ops.split(","):
+        rows = []
+        for n in sizes:
+            if op == "alltoall" and n > args.max_a2a:
+                rows.append({"op": op, "gpus": n, "skipped": f"n^2/8 = {n * n // 8} connections"})
+                continue
+            rows.append(run_case(op, n))
+            if not args.json:
+                print(json.dumps(rows[-1]), flush=True)
+        report[op] = {"rows": rows, "scaling": scaling(rows)}
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    for op, rep in report.items():
+        print(f"\n{op}")
+        print(f"{'GPUs':>6} {'QPs':>9} {'sim time s':>11} {'busbw GB/s':>10} {'wall s':>7} "
+              f"{'CPU s':>7} {'build s':>7} {'RSS MiB':>8}")
+        for r in rep["rows"]:
+            if "cpu_s" not in r:
+                print(f"{r['gpus']:>6}  {r.get('skipped') or r.get('error')}")
+                continue
+            print(f"{r['gpus']:>6} {r['qps']:>9} {r['time_s']:>11.5f} {r['busbw_GBps']:>10.1f} "
+                  f"{r['wall_s']:>7.2f} {r['cpu_s']:>7.2f} {r['build_s']:>7.2f} "
+                  f"{r['max_rss_MiB']:>8.0f}")
+        sc = rep["scaling"]
+        if sc:
+            print(f"scaling exponent (CPU vs QPs): {sc['exponent']:.2f}; CPU us per QP log2 QP: "
+                  + ", ".join(f"{v:.2f}" for v in sc["us_per_qp_log_qp"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
