@@ -100,6 +100,8 @@ class Clos3Spec:
         for f in ("host_latency_ns", "tor_agg_latency_ns", "agg_core_latency_ns",
                   "nvlink_latency_ns", "pcie_latency_ns"):
             _need(getattr(self, f) >= 0, f"{f} must be >= 0, got {getattr(self, f)!r}")
+        if self.planes is not None:
+            _check_positive(self, ("planes",), integer=True)
         r = self.switch_radix
         tor_down, tor_up = _split_ports(r, tuple(self.tor_down_up), "tor_down_up")
         agg_down, agg_up = _split_ports(r, tuple(self.agg_down_up), "agg_down_up")
@@ -127,7 +129,6 @@ class Clos3Spec:
                       f"of switch_radix={r} reaches at most {r} pods: use bigger switches or "
                       "fewer servers")
                 planes = fits[0]
-            _check_positive(self, ("planes",), integer=True) if self.planes is not None else None
             _need(aggs_per_pod % planes == 0,
                   f"planes={planes} must divide the aggs per pod ({aggs_per_pod})")
             _need((aggs_per_pod // planes) * pods <= r,
@@ -157,6 +158,9 @@ class FatTreeSpec:
 
     def to_clos3(self) -> Clos3Spec:
         _check_positive(self, ("k", "gpus_per_server", "nics_per_server"), integer=True)
+        _check_positive(self, ("link_speed_gbps", "nvlink_gbps", "pcie_gbps"), integer=False)
+        _need(self.link_latency_ns >= 0,
+              f"link_latency_ns must be >= 0, got {self.link_latency_ns!r}")
         _need(self.k % 2 == 0, f"k must be even, got {self.k}")
         half = self.k // 2
         _need(half % self.nics_per_server == 0,
@@ -197,6 +201,8 @@ class LeafSpineSpec:
                                "nics_per_server", "switch_radix"), integer=True)
         _check_positive(self, ("host_speed_gbps", "uplink_speed_gbps", "nvlink_gbps",
                                "pcie_gbps"), integer=False)
+        for f in ("host_latency_ns", "uplink_latency_ns"):
+            _need(getattr(self, f) >= 0, f"{f} must be >= 0, got {getattr(self, f)!r}")
         _need(self.leaves % self.nics_per_server == 0,
               f"leaves={self.leaves} must be a multiple of nics_per_server={self.nics_per_server}"
               " (one leaf per rail in every group)")

@@ -143,11 +143,12 @@ class Router:
         self.seed = int(seed)
         self.polarized = bool(polarized)
         n_nodes = len(fabric.nodes)
-        if polarized:
-            self.switch_seed = np.full(n_nodes, _fmix32(np.array([seed], np.uint32))[0])
+        key = _fmix32(np.array([self.seed & 0xFFFFFFFF], np.uint32))
+        if polarized:  # one seed, so one hash function, on every switch
+            self.switch_seed = np.full(n_nodes, key[0])
         else:
             idx = np.arange(n_nodes, dtype=np.uint32) * np.uint32(0x9E3779B9)
-            self.switch_seed = _fmix32(idx ^ _fmix32(np.array([seed], np.uint32)))
+            self.switch_seed = _fmix32(idx ^ key)
         failed = np.asarray(list(failed_links), dtype=np.int64)
         if failed.size and (failed.min() < 0 or failed.max() >= fabric.num_links):
             raise ValueError(f"failed_links: link ids must be in 0..{fabric.num_links - 1}")
