@@ -19,8 +19,10 @@ in flight.
 
 from __future__ import annotations
 
+import math
+
 from netsim.cc.base import Clock
-from netsim.cc.params import SwiftParams, flow_scaling_ps
+from netsim.cc.params import SwiftParams
 from topologies.units import PS_PER_S, PS_PER_US
 
 
@@ -55,15 +57,20 @@ class Swift:
         self.rtt_ps = self.base_rtt_ps  # latest RTT sample
         self._fixed_target_ps = self.base_rtt_ps + (p.base_target_us
                                                     + p.hops * p.hop_scaling_us) * PS_PER_US
+        # flow-scaling constants of flow_scaling_ps, precomputed (on_ack is per ACK)
+        fs_a = p.fs_range_us / (1.0 / math.sqrt(p.fs_min_cwnd_pkts)
+                                - 1.0 / math.sqrt(p.fs_max_cwnd_pkts))
+        self._fs = (fs_a * PS_PER_US, -fs_a / math.sqrt(p.fs_max_cwnd_pkts) * PS_PER_US,
+                    p.fs_range_us * PS_PER_US)
         self._t_last_decrease: int | None = None
         self._retx = 0
         self.decreases = self.timeouts = 0
 
     def target_delay_ps(self) -> float:
-        """The delay target for the current window (ps)."""
-        p = self.params
-        return self._fixed_target_ps + flow_scaling_ps(
-            self.cwnd_bytes / self._mtu, p.fs_range_us, p.fs_min_cwnd_pkts, p.fs_max_cwnd_pkts)
+        """The delay target for the current window (ps); see :func:`flow_scaling_ps`."""
+        a, b, top = self._fs
+        fs = a / math.sqrt(max(self.cwnd_bytes / self._mtu, 1e-9)) + b
+        return self._fixed_target_ps + (top if fs > top else (fs if fs > 0.0 else 0.0))
 
     def on_send(self, nbytes: int) -> None:
         """Swift needs nothing per sent packet."""
