@@ -137,3 +137,17 @@ def test_oversubscribed_clos_counts():
     assert (_degree(f, "tor", "host") == 12).all() and (_degree(f, "tor", "tor-agg") == 4).all()
     # 8 ToRs fit under one pod of 8-downlink aggs: a 2-tier fabric, 4 aggs, no core
     assert {t: len(v) for t, v in f.switches.items()} == {"tor": 8, "agg": 4, "core": 0}
+
+
+def test_megascale_4x_counts():
+    from topologies import load_fabric
+
+    f = load_fabric("megascale-4x")
+    tors = 4 * 1536 * 8 // 64                       # 768
+    pods = tors // 32                               # 24
+    s = max(d for d in (1, 2, 4, 8, 16, 32) if d * pods <= 64)   # 2
+    assert (tors, pods, s) == (768, 24, 2)
+    assert {t: len(v) for t, v in f.switches.items()} == {
+        "tor": tors, "agg": pods * 32, "core": (32 // s) * 32}
+    assert (_degree(f, "core") == s * pods).all()
+    assert len(np.unique(f.nic_ip)) == len(f.nics) == 49_152

@@ -203,3 +203,37 @@ def test_failure_shortcut_equals_all_masks(name, request, rng):
     slow._skip_intact = False
     for x, y in zip(fast.route_many(a, b, sport), slow.route_many(a, b, sport), strict=True):
         assert np.array_equal(x, y)
+
+
+def test_partial_pod_routes_shortest(rng, check_path, net_graph):
+    from topologies import Clos3Spec, clos3
+
+    # 320 servers: 40 ToRs, so pod 1 holds only 8 of its 32 ToRs; s = 32, one plane
+    fab = clos3(Clos3Spec(name="partial", servers=320))
+    assert fab.wiring.pods == 2 and len(fab.switches["core"]) == 32
+    r = Router(fab, seed=1)
+    a, b, sport = _random_flows(fab, 2000, rng)
+    indptr, links = r.route_many(a, b, sport)
+    g = net_graph(fab)
+    for i in range(len(a)):
+        n = check_path(fab, links[indptr[i]:indptr[i + 1]], a[i], b[i])
+        if i < 15:
+            assert n == nx.shortest_path_length(g, fab.nics[a[i]], fab.nics[b[i]])
+
+
+def test_chi_square_agg_and_core_choices(megascale, rng):
+    f, w = megascale, megascale.wiring
+    r = Router(f, seed=13)
+    _, _, _, links, indptr = _tor_uplink_choice(f, r, 5, 200_000, rng)
+    up2 = links[indptr[:-1] + 2]                       # agg -> core link
+    agg = f.link_src[up2]
+    one = agg == np.bincount(agg).argmax()
+    k2 = np.searchsorted(np.sort(w.agg_up[agg[one][0] - w.agg_base]), up2[one])
+    assert stats.chisquare(np.bincount(k2, minlength=32)).pvalue > 1e-3
+    down3 = links[indptr[:-1] + 3]                     # core -> agg of the destination pod
+    core = f.link_src[down3]
+    dst_pod = w.tor_pod[w.nic_tor[f.link_dst[links[indptr[1:] - 1]] - len(f.gpus)]]
+    sel = (core == core[0]) & (dst_pod == dst_pod[0])
+    choices = f.link_dst[down3[sel]]
+    _, counts = np.unique(choices, return_counts=True)
+    assert len(counts) == 8 and stats.chisquare(counts).pvalue > 1e-3
