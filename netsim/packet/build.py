@@ -152,6 +152,8 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
             qp.cc = make_cc(cfg.cc, line_rate_bps=sim.L_rate[fwd[0]],
                             base_rtt_ps=_base_rtt_ps(sim, fwd, rev, cfg), clock=sim.clock,
                             params=cfg.cc_params)
+            qp.ctrl_lat = sum(sim.L_prop[lid] + sim.ctrl_size * 8 * 10**12 // sim.L_rate[lid]
+                              for lid in rev)
             if cfg.adaptive_retrans:
                 qp.adapt_base = int(cfg.adaptive_base_ps * (1.0 + rng.random()))
             qps.append(qp)

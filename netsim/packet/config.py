@@ -43,8 +43,11 @@ class PacketConfig:
     header_bytes, wire_gap_bytes : per-packet headers and preamble + IFG on the wire.
     ctrl_bytes : ACK / NACK / CNP frame size (minimum Ethernet frame).
     ack_every_packets : ACK coalescing: one ACK per this many in-order packets (and at message end).
-    commit_packets : data packets a port commits per service (its PAUSE / priority reaction
-        granularity; 1 = exact per-packet scheduling, slower).
+    commit_ps : a port commits back-to-back data packets up to this far ahead per service
+        (its PAUSE / priority reaction time; 0 = one packet per service, slower).
+    ctrl_per_hop : queue ACK/NACK/CNP at every hop (exact); default: they travel the reverse
+        path in one event of propagation + serialization (strict priority, never paused),
+        lost if a link of the path is down.
     cc : congestion control per QP: none, dcqcn, swift, hybrid (``netsim.cc``).
     cc_params : passed to ``netsim.cc.make_cc`` unchanged.
     cnp : whether receivers send CNPs on ECN marks; None = on for dcqcn and hybrid.
@@ -71,7 +74,8 @@ class PacketConfig:
     wire_gap_bytes: int = 20
     ctrl_bytes: int = 64
     ack_every_packets: int = 4
-    commit_packets: int = 4
+    commit_ps: int = 500_000
+    ctrl_per_hop: bool = False
     cc: str = "none"
     cc_params: dict = field(default_factory=dict)
     cnp: bool | None = None
@@ -96,13 +100,13 @@ class PacketConfig:
     trace: bool = False
 
     def __post_init__(self) -> None:
-        _positive = ("mtu_bytes", "ctrl_bytes", "ack_every_packets", "commit_packets", "buffer_bytes",
+        _positive = ("mtu_bytes", "ctrl_bytes", "ack_every_packets", "buffer_bytes",
                      "cnp_interval_ps", "max_time_ps", "adaptive_base_ps",
                      "adaptive_tries_per_step")
         for name in _positive:
             if int(getattr(self, name)) <= 0:
                 raise ValueError(f"PacketConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("header_bytes", "wire_gap_bytes", "pfc_xon_offset_bytes"):
+        for name in ("header_bytes", "wire_gap_bytes", "pfc_xon_offset_bytes", "commit_ps"):
             if int(getattr(self, name)) < 0:
                 raise ValueError(f"PacketConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.cc not in CC_NAMES:

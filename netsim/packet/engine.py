@@ -107,7 +107,8 @@ class PacketSim(RcTransport):
         self.hdr = cfg.header_bytes + cfg.wire_gap_bytes
         self.ctrl_size = cfg.ctrl_bytes + cfg.wire_gap_bytes
         self.ack_every = cfg.ack_every_packets
-        self.commit = cfg.commit_packets
+        self.commit_ps = cfg.commit_ps
+        self.ctrl_per_hop = cfg.ctrl_per_hop
         self.rto = cfg.rto_ps
         self.retry_cnt = cfg.retry_cnt
         self.adaptive = cfg.adaptive_retrans
@@ -193,10 +194,11 @@ class PacketSim(RcTransport):
     def _serve(self, t, l):
         """Port *l* is free at *t*: send the next packets (control first, then data).
 
-        Up to ``commit`` data packets are committed back to back in one service: the port
-        reacts to a PAUSE or a new control packet within that many packet times, well inside
-        the PFC peer-response time the headroom is sized for (905 quanta = 1.16 us at 400G,
-        about 14 packets of 4 KiB; SONiC headroom formula, nccl-roce.md 5.4).
+        Data packets are committed back to back up to ``commit_ps`` ahead in one service: the
+        port reacts to a PAUSE or a new control packet within that time, inside the PFC
+        peer-response time the headroom is sized for (905 quanta = 1.16 us at 400G; SONiC
+        headroom formula, nccl-roce.md 5.4). Queue lengths seen by ECN and the samples
+        include the committed bytes, so marking does not depend on it.
         """
         ctrl = self.P_ctrl[l]
         if ctrl:
@@ -212,13 +214,16 @@ class PacketSim(RcTransport):
         if not data or self.P_paused[l]:
             return
         s = t
+        limit = t + self.commit_ps
         qb = self.P_qb[l]
-        for _ in range(self.commit):
+        release = self._release
+        tx = self._tx
+        while True:
             pkt = data.popleft()
             qb -= pkt.size
-            self._release(t, pkt)
-            s = self._tx(s, l, pkt)
-            if not data:
+            release(t, pkt)
+            s = tx(s, l, pkt)
+            if not data or s >= limit:
                 break
         self.P_qb[l] = qb
         if data:
@@ -260,60 +265,82 @@ class PacketSim(RcTransport):
         nl = route[h]
         if pkt.kind != DATA:
             self.P_ctrl[nl].append(pkt)
-        elif not self._admit(t, l, nl, pkt):
+            if self.P_wake[nl] < 0:
+                if self.P_busy[nl] <= t:
+                    self._serve(t, nl)
+                else:
+                    self._kick(nl, self.P_busy[nl])
             return
-        if self.P_wake[nl] < 0:
-            busy = self.P_busy[nl]
-            if busy <= t:
-                self._serve(t, nl)
-            elif pkt.kind != DATA or not self.P_paused[nl]:
-                self._kick(nl, busy)
-
-    def _admit(self, t, l, nl, pkt):
-        """Buffer admission, PFC and ECN for a data packet entering egress *nl* from link *l*."""
+        busy = self.P_busy[nl]
+        if busy <= t and not self.P_data[nl] and self.P_wake[nl] < 0 and not self.P_paused[nl] \
+                and not self.P_ctrl[nl]:
+            # Idle port, empty queue: cut straight to the wire (the buffer holds it for no time,
+            # so neither the shared buffer, PFC nor ECN sees it).
+            end = t + pkt.size * _PS_BITS // self.L_rate[nl]
+            self.P_busy[nl] = end
+            self.P_txb[nl] += pkt.size
+            if self.L_up[nl]:
+                heappush(self.q, (end + self.L_prop[nl], next(self.eid), self._arrive, nl, pkt))
+            else:
+                self._lost(nl, pkt)
+            return
+        # ---- data: buffer admission, PFC, ECN (inlined: this runs once per packet and hop)
         node = self.L_dst[l]
         size = pkt.size
         used = self.S_used[node]
+        pfc = self.pfc
+        xoff = self.I_xoff[l]
         # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
-        if used + size > self.buffer and not (self.pfc and self.I_xoff[l]):
+        if used + size > self.buffer and not (pfc and xoff):
             self.drop_buf += 1
             self.P_drop[nl] += 1
-            return False
+            return
         qb = self.P_qb[nl]
-        thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
-        if self.pfc:
+        if busy > t:  # bytes still to serialize of the packets already committed
+            qb += (busy - t) * self.L_rate[nl] // _PS_BITS
+        thr = self.xoff_static
+        if thr is None:
+            thr = self.alpha * (self.buffer - used)
+        if pfc:
             ib = self.I_bytes[l] + size
-            if self.I_xoff[l]:
+            if xoff:
                 hr = ib - self.I_level[l]
                 if hr > self.headroom[l]:
                     self.drop_hr += 1
                     self.P_drop[nl] += 1
-                    return False
+                    return
                 if hr > self.I_hr_max[l]:
                     self.I_hr_max[l] = hr
             elif ib > thr:
-                self.I_xoff[l] = True
-                self.I_level[l] = ib
-                self.I_pause_tx[l] += 1
-                self.pause_frames += 1
-                self.at(t + self.L_prop[l], self._pause, l, True)
+                self._send_pause(t, l, ib)
             self.I_bytes[l] = ib
         elif qb + size > thr:
             self.drop_buf += 1
             self.P_drop[nl] += 1
-            return False
+            return
         self.S_used[node] = used + size
-        if self.ecn and qb > self.kmin:
+        if qb > self.kmin and self.ecn:
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
                 self.P_ecn[nl] += 1
         pkt.inl = l
         self.P_data[nl].append(pkt)
-        qb += size
-        self.P_qb[nl] = qb
-        if qb > self.P_qmax[nl]:
-            self.P_qmax[nl] = qb
-        return True
+        self.P_qb[nl] += size
+        if qb + size > self.P_qmax[nl]:
+            self.P_qmax[nl] = qb + size
+        if self.P_wake[nl] < 0:
+            if busy <= t:
+                self._serve(t, nl)
+            elif not self.P_paused[nl]:
+                self._kick(nl, busy)
+
+    def _send_pause(self, t, l, ib):
+        """Ingress queue of link *l* passed XOFF: PAUSE its upstream port (after the link delay)."""
+        self.I_xoff[l] = True
+        self.I_level[l] = ib
+        self.I_pause_tx[l] += 1
+        self.pause_frames += 1
+        self.at(t + self.L_prop[l], self._pause, l, True)
 
     def _uniform(self):
         """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""

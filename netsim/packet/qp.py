@@ -51,7 +51,7 @@ class QP:
                  "snd_nxt", "snd_una", "max_sent", "cc", "next_ok", "deadline", "timer_on",
                  "retries", "progress_t", "adapt_base", "error", "done", "rx_next", "rx_unacked",
                  "rx_ecn", "rx_nacked", "rx_dup_acked", "rx_done_ps", "tx_done_ps", "retx_pkts",
-                 "retx_bytes", "timeouts", "payload_bytes", "sport")
+                 "retx_bytes", "timeouts", "payload_bytes", "sport", "ctrl_lat")
 
     def __init__(self, idx, flow, nic, fwd, rev, payload_bytes, mtu, sport):
         self.idx = idx
@@ -78,6 +78,7 @@ class QP:
         self.rx_ecn = self.rx_nacked = self.rx_dup_acked = False
         self.rx_done_ps = self.tx_done_ps = -1
         self.retx_pkts = self.retx_bytes = self.timeouts = 0
+        self.ctrl_lat = 0
 
 
 class RcTransport:
@@ -85,21 +86,21 @@ class RcTransport:
 
     # ---------------------------------------------------------------- requester (sender) side
     def _nic_send(self, t, l):
-        """The NIC port *l* is free at *t*: commit up to ``commit`` data packets of eligible QPs."""
+        """The NIC port *l* is free at *t*: commit data packets of eligible QPs up to ``commit_ps`` ahead."""
         qps = self.nic_active[self.L_nic[l]]
         s = t
-        for _ in range(self.commit):
-            if not qps:
-                return
+        limit = t + self.commit_ps
+        while qps:
             nxt = self._nic_one(s, l, qps)
             if nxt < 0:
                 return  # nothing sendable until an ACK or a timer
+            # Paced departures are computed, not waited for: commit the next packet at the
+            # time it may go if that is inside the window, else come back then.
             busy = self.P_busy[l]
-            if nxt > busy:
-                self._kick(l, nxt)  # paced: come back when the next QP may send
+            s = nxt if nxt > busy else busy
+            if s >= limit:
+                self._kick(l, s)
                 return
-            s = busy
-        self._kick(l, s)
 
     def _nic_one(self, t, l, qps):
         """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
@@ -288,15 +289,26 @@ class RcTransport:
             self._send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
 
     def _send_ctrl(self, t, qp, kind, psn, ecn, t_sent):
-        """Queue an ACK / NACK / CNP on the responder NIC's high-priority class."""
+        """Send an ACK / NACK / CNP back to the requester on the high-priority class."""
         pkt = Pkt(kind, qp, psn, self.ctrl_size, qp.rev, ecn, t_sent)
+        self.ctrl_pkts += 1
+        if not self.ctrl_per_hop:
+            # Strict priority and never paused: propagation + serialization of the reverse path.
+            heappush(self.q, (t + qp.ctrl_lat, next(self.eid), self._ctrl_arrive, qp.rev, pkt))
+            return
         l = qp.rport
         self.P_ctrl[l].append(pkt)
-        self.ctrl_pkts += 1
         if self.P_busy[l] <= t:
             self._serve(t, l)
         else:
             self._kick(l, self.P_busy[l])
+
+    def _ctrl_arrive(self, t, rev, pkt):
+        up = self.L_up
+        for lid in rev:
+            if not up[lid]:
+                return  # lost on a down link of the reverse path
+        self._rx_ctrl(t, pkt)
 
     def _port_ready(self, t, l):
         """Something became sendable on port *l*: serve it now or when it is free."""

@@ -22,6 +22,8 @@ class Sampler:
         self.qb: list[list[int]] = []
         self.dlv: list[list[int]] = []
         self._prev_cycle: frozenset | None = None
+        self._switch_port = (np.asarray(sim.L_nic) < 0).astype(np.int64)
+        self._rate = np.asarray(sim.L_rate, dtype=np.int64)
 
     def start(self, t0: int) -> None:
         self.sim.at(t0, self._tick)
@@ -40,7 +42,10 @@ class Sampler:
         if self.t and self.t[-1] == t:
             return
         self.t.append(t)
-        self.qb.append(list(self.sim.P_qb))
+        sim = self.sim
+        # Queued bytes plus the committed ones still to serialize on switch ports.
+        busy = np.maximum(np.asarray(sim.P_busy, dtype=np.int64) - t, 0) * self._switch_port
+        self.qb.append((np.asarray(sim.P_qb, dtype=np.int64) + busy * self._rate // 8 // 10**12).tolist())
         self.dlv.append(list(self.sim.flow_dlv))
         if len(self.t) >= MAX_SAMPLES:
             self.t, self.qb, self.dlv = self.t[::2], self.qb[::2], self.dlv[::2]
