@@ -51,7 +51,9 @@ class SharingModel:
     """
 
     name: str = "maxmin"
-    dcqcn_efficiency: float = 0.97
+    # fitted by netsim.flow.crosscheck.fit_dcqcn_efficiency on its five scenarios (20 MB flows,
+    # packet engine with NIC-default DCQCN, 2026-12-02); see docs/validation.md
+    dcqcn_efficiency: float = 0.82
     wire_efficiency: float = ROCE_PAYLOAD_FRACTION
 
     def __post_init__(self) -> None:

@@ -1,0 +1,139 @@
+"""Cross-check the flow engine against the packet engine on the same flows and the same paths.
+
+For each scenario the packet engine runs first; the flow engine then runs on the QP paths the
+packet engine chose (``FlowStats.paths``), so the comparison isolates the bandwidth-sharing
+model from ECMP luck. Per-flow throughput is ``bytes / FCT`` in both engines.
+
+Run ``python -m netsim.flow.crosscheck [--size 20MB] [--json]`` for the table recorded in
+``docs/validation.md`` ("Flow engine vs packet engine").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from netsim.flow.engine import simulate_paths
+from netsim.flow.sharing import SharingModel
+from netsim.traffic import Flow, permutation
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    fabric: str
+    flows: tuple
+    note: str
+
+
+def scenarios(size: int, seed: int = 7) -> list[Scenario]:
+    """The cross-check scenarios (16- and 64-host fabrics)."""
+    from topologies import load_fabric
+
+    ls = load_fabric("leaf-spine-64")
+    ft = load_fabric("fat-tree-k4")
+    n = ls.nics
+    rng = np.random.default_rng(seed)
+    return [
+        Scenario("incast-4, one leaf", "leaf-spine-64",
+                 tuple(Flow(n[i], n[0], size) for i in range(1, 5)),
+                 "one bottleneck, every flow on its own ingress port"),
+        Scenario("incast-7, one leaf", "leaf-spine-64",
+                 tuple(Flow(n[i], n[0], size) for i in range(1, 8)),
+                 "one bottleneck, every flow on its own ingress port"),
+        Scenario("two bottlenecks", "leaf-spine-64",
+                 (Flow(n[1], n[0], size), Flow(n[2], n[0], size), Flow(n[2], n[3], size),
+                  Flow(n[4], n[3], size)),
+                 "sender NIC shared by two flows, two receivers"),
+        Scenario("cross-leaf incast-4", "leaf-spine-64",
+                 tuple(Flow(n[8 * i], n[1], size) for i in range(1, 5)),
+                 "senders on 4 other leaves: flows may merge on one spine downlink"),
+        Scenario("permutation", "fat-tree-k4", tuple(permutation(ft, size, rng)),
+                 "ECMP collisions; flows merge from shared ingress ports"),
+    ]
+
+
+def run_packet(scn: Scenario, cc: str, seed: int = 0):
+    """The packet engine's run of a scenario: (fabric, PacketResult)."""
+    from netsim.packet import PacketConfig, simulate_packets
+    from topologies import load_fabric
+
+    fabric = load_fabric(scn.fabric)
+    return fabric, simulate_packets(fabric, list(scn.flows), PacketConfig(cc=cc), seed=seed)
+
+
+def flow_side(fabric, pk, model: SharingModel) -> np.ndarray:
+    """Per-flow throughput (Gb/s) of the flow engine on the packet engine's QP paths."""
+    paths = [p for fs in pk.flows for p in fs.paths]
+    qp_flow = [i for i, fs in enumerate(pk.flows) for _ in fs.paths]
+    fl = simulate_paths(fabric, paths, [fs.bytes for fs in pk.flows],
+                        [round(fs.start_ns * 1000) for fs in pk.flows], qp_flow, model=model)
+    return fl.throughput_bps / 1e9
+
+
+def compare(scn: Scenario, cc: str, model: SharingModel, seed: int = 0, packet=None) -> dict:
+    """Run one scenario in both engines; per-flow throughputs and relative errors."""
+    fabric, pk = packet if packet is not None else run_packet(scn, cc, seed)
+    p_thr = np.array([fs.throughput_gbps or 0.0 for fs in pk.flows])
+    f_thr = flow_side(fabric, pk, model)
+    err = f_thr / np.maximum(p_thr, 1e-12) - 1
+    return {"scenario": scn.name, "fabric": scn.fabric, "cc": cc, "model": model.name,
+            "packet_gbps": p_thr.round(2).tolist(), "flow_gbps": f_thr.round(2).tolist(),
+            "max_abs_err": float(np.abs(err).max()), "mean_abs_err": float(np.abs(err).mean()),
+            "mean_ratio": float(f_thr.mean() / p_thr.mean()), "note": scn.note}
+
+
+def fit_dcqcn_efficiency(runs, grid=np.linspace(0.70, 1.0, 31)) -> float:
+    """The ``dcqcn_efficiency`` that best matches the packet engine's mean per-flow throughput.
+
+    ``runs``: list of (fabric, PacketResult) with DCQCN. Least squares on the log of the ratio
+    of mean per-flow throughputs (flow / packet) over the scenarios.
+    """
+    def loss(eta):
+        tot = 0.0
+        for fabric, pk in runs:
+            p_thr = np.array([fs.throughput_gbps or 0.0 for fs in pk.flows])
+            f_thr = flow_side(fabric, pk, SharingModel("dcqcn", dcqcn_efficiency=float(eta)))
+            tot += np.log(f_thr.mean() / p_thr.mean()) ** 2
+        return tot
+
+    return float(min(grid, key=loss))
+
+
+def main(argv=None) -> int:
+    from topologies.units import parse_bytes
+
+    p = argparse.ArgumentParser(description="flow engine vs packet engine, per-flow throughput")
+    p.add_argument("--size", default="20MB")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    rows = []
+    scns = scenarios(parse_bytes(args.size))
+    dcqcn_runs = [run_packet(scn, "dcqcn") for scn in scns]
+    eta = fit_dcqcn_efficiency(dcqcn_runs)
+    for scn, dc in zip(scns, dcqcn_runs, strict=True):
+        rows.append(compare(scn, "none", SharingModel("maxmin")))
+        rows.append(compare(scn, "dcqcn", SharingModel("dcqcn"), packet=dc))
+    if args.json:
+        print(json.dumps({"fitted_dcqcn_efficiency": eta, "rows": rows}, indent=2))
+        return 0
+    print(f"fitted dcqcn_efficiency (mean per-flow throughput): {eta:.2f}; "
+          f"model default: {SharingModel('dcqcn').dcqcn_efficiency:.2f}\n")
+    print("| scenario | fabric | packet CC | flow model | max err | mean err | mean ratio | "
+          "packet Gb/s | flow Gb/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['scenario']} | {r['fabric']} | {r['cc']} | {r['model']} | "
+              f"{100 * r['max_abs_err']:.1f}% | {100 * r['mean_abs_err']:.1f}% | "
+              f"{r['mean_ratio']:.3f} | "
+              f"{', '.join(f'{x:.1f}' for x in r['packet_gbps'])} | "
+              f"{', '.join(f'{x:.1f}' for x in r['flow_gbps'])} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
