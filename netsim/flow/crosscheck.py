@@ -87,7 +87,10 @@ def compare(scn: Scenario, cc: str, model: SharingModel, seed: int = 0, packet=N
             "mean_ratio": float(f_thr.mean() / p_thr.mean()), "note": scn.note}
 
 
-def fit_dcqcn_efficiency(runs, grid=np.linspace(0.70, 1.0, 31)) -> float:
+_ETA_GRID = np.linspace(0.70, 1.0, 31)
+
+
+def fit_dcqcn_efficiency(runs, grid=_ETA_GRID) -> float:
     """The ``dcqcn_efficiency`` that best matches the packet engine's mean per-flow throughput.
 
     ``runs``: list of (fabric, PacketResult) with DCQCN. Least squares on the log of the ratio
