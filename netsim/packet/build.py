@@ -10,7 +10,7 @@ import numpy as np
 from netsim.faults import LinkFlap
 from netsim.packet.cc_adapter import make_cc, make_cnp_generator
 from netsim.packet.config import PacketConfig, headroom_bytes_for
-from netsim.packet.engine import PacketSim
+from netsim.packet.engine import PacketSim, _QpClock
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
 from netsim.packet.telemetry import Sampler, hol_victims
@@ -149,9 +149,12 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
             if payload == 0:
                 continue
             qp = QP(sum(len(x) for x in out) + len(qps), fi, ni, fwd, rev, payload, cfg.mtu_bytes, sport)
+            # Swift's per-hop target term (params["hops"]) stays the caller's choice: the
+            # algorithms' defaults are tuned with hops = 0.
+            params = dict(cfg.cc_params)
             qp.cc = make_cc(cfg.cc, line_rate_bps=sim.L_rate[fwd[0]],
-                            base_rtt_ps=_base_rtt_ps(sim, fwd, rev, cfg), clock=sim.clock,
-                            params=cfg.cc_params)
+                            base_rtt_ps=_base_rtt_ps(sim, fwd, rev, cfg), clock=_QpClock(sim, qp),
+                            params=params)
             qp.ctrl_lat = sum(sim.L_prop[lid] + sim.ctrl_size * 8 * 10**12 // sim.L_rate[lid]
                               for lid in rev)
             if cfg.adaptive_retrans:

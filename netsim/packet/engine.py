@@ -60,6 +60,26 @@ def _call0(t, fn, _):
     fn()
 
 
+class _QpClock:
+    """The clock one QP's congestion control gets: after each of its timer callbacks the
+    engine recomputes the QP's pending departure from the new rate (a rate raised by
+    DCQCN's timer applies to the packet waiting for it, as in the NIC's rate limiter)."""
+
+    __slots__ = ("_sim", "_qp")
+
+    def __init__(self, sim, qp):
+        self._sim = sim
+        self._qp = qp
+
+    @property
+    def now_ps(self) -> int:
+        return self._sim.env._now
+
+    def call_at(self, t_ps: int, fn) -> None:
+        sim = self._sim
+        heappush(sim.q, (max(int(t_ps), sim.env._now), next(sim.eid), sim._cc_timer, fn, self._qp))
+
+
 class PacketSim(RcTransport):
     """State of one packet-level simulation. Build with :func:`netsim.packet.simulate_packets`."""
 
@@ -166,6 +186,11 @@ class PacketSim(RcTransport):
     def at(self, t_ps: int, fn, a=None, b=None) -> None:
         """Schedule ``fn(t, a, b)`` at *t_ps*."""
         heappush(self.q, (int(t_ps), next(self.eid), fn, a, b))
+
+    def _cc_timer(self, t, fn, qp):
+        """A congestion-control timer of *qp* fired; its rate may have changed."""
+        fn()
+        self._repace(t, qp)
 
     def _qp_finished(self, t):
         self.active_qps -= 1

@@ -30,7 +30,7 @@ _PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS //
 class Pkt:
     """One packet in the fabric (a small slotted record, the only per-packet object)."""
 
-    __slots__ = ("kind", "qp", "psn", "size", "route", "hop", "ecn", "t_sent", "inl")
+    __slots__ = ("kind", "qp", "psn", "size", "route", "hop", "ecn", "t_sent", "inl", "areq")
 
     def __init__(self, kind, qp, psn, size, route, ecn, t_sent):
         self.kind = kind
@@ -42,6 +42,7 @@ class Pkt:
         self.ecn = ecn
         self.t_sent = t_sent
         self.inl = -1
+        self.areq = False  # BTH AckReq: the requester's window closed, ACK at once
 
 
 class QP:
@@ -51,7 +52,8 @@ class QP:
                  "snd_nxt", "snd_una", "max_sent", "cc", "next_ok", "deadline", "timer_on",
                  "retries", "progress_t", "adapt_base", "error", "done", "rx_next", "rx_unacked",
                  "rx_ecn", "rx_nacked", "rx_dup_acked", "rx_done_ps", "tx_done_ps", "retx_pkts",
-                 "retx_bytes", "timeouts", "payload_bytes", "sport", "ctrl_lat")
+                 "retx_bytes", "timeouts", "payload_bytes", "sport", "ctrl_lat", "last_tx",
+                 "last_wire")
 
     def __init__(self, idx, flow, nic, fwd, rev, payload_bytes, mtu, sport):
         self.idx = idx
@@ -79,6 +81,7 @@ class QP:
         self.rx_done_ps = self.tx_done_ps = -1
         self.retx_pkts = self.retx_bytes = self.timeouts = 0
         self.ctrl_lat = 0
+        self.last_tx = self.last_wire = 0
 
 
 class RcTransport:
@@ -145,13 +148,15 @@ class RcTransport:
                 heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
         cc = qp.cc
         cc.on_send(size)
+        qp.last_tx = t
+        qp.last_wire = size
         qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
+        cw = cc.cwnd_bytes
+        if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+            pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
         busy = self._tx(t, l, pkt)
         if k == 1:
-            if qp.snd_nxt >= qp.npkts:
-                return -1
-            cw = cc.cwnd_bytes
-            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+            if qp.snd_nxt >= qp.npkts or pkt.areq:
                 return -1
             return qp.next_ok if qp.next_ok > busy else busy
         nxt = -1
@@ -165,6 +170,18 @@ class RcTransport:
         if nxt < 0:
             return -1
         return nxt if nxt > busy else busy
+
+    def _repace(self, t, qp):
+        """The CC changed *qp*'s rate outside a send: recompute its next departure."""
+        if qp.done or qp.error or qp.last_wire == 0:
+            return
+        nxt = qp.last_tx + int(qp.last_wire * _PS_BITS / qp.cc.rate_bps)
+        if nxt < t:
+            nxt = t
+        old = qp.next_ok
+        qp.next_ok = nxt
+        if nxt < old and qp.snd_nxt < qp.npkts:
+            self._kick(qp.port, nxt if nxt > self.P_busy[qp.port] else self.P_busy[qp.port])
 
     def _rto_for(self, qp):
         """Timeout for the next wait of *qp* (the adaptive ladder, or the fixed IB timeout)."""
@@ -220,6 +237,7 @@ class RcTransport:
             self.cnps_rx += 1
             if not (qp.done or qp.error):
                 qp.cc.on_cnp()
+                self._repace(t, qp)
             return
         if qp.done or qp.error:
             return
@@ -274,7 +292,7 @@ class RcTransport:
             last = qp.rx_next == qp.npkts
             if last:
                 qp.rx_done_ps = t
-            if last or qp.rx_unacked >= self.ack_every:
+            if last or qp.rx_unacked >= self.ack_every or pkt.areq:
                 self._send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
                 qp.rx_unacked = 0
                 qp.rx_ecn = False
