@@ -6,7 +6,8 @@
 0. tp2 x pp2 x dp2 on all 8 ranks;
 1. tp2, pp2 (untied head), dp2 (all-reduce) and dp2 (reduce-scatter, sharded optimizer) on two
    ranks each;
-2. the single-process reference, and pp2 x dp2 (reduce-scatter) for ``steps`` steps;
+2. the single-process reference, and pp2 x dp2 (reduce-scatter, rank order pp-dp-tp, so
+   pipeline neighbours are adjacent ranks) for ``steps`` steps;
 3. the same pp2 x dp2 for half the steps, saving a checkpoint;
 4. a fresh trainer resuming that checkpoint up to ``steps``.
 
@@ -34,6 +35,7 @@ class Case:
     pp: int = 1
     dp: int = 1
     untied: bool = False
+    order: str = "tp-dp-pp"
     extra: dict = field(default_factory=dict)
 
 
@@ -48,10 +50,11 @@ def default_cases(steps: int, out: Path) -> list[Case]:
         Case("dp2_rs", 1, [6, 7], dp=2, extra={"dp_reduce": "reduce_scatter"}),
         Case("single", 2, [0]),
         Case("single_untied", 2, [1], untied=True),
-        Case("resume_full", 2, [4, 5, 6, 7], pp=2, dp=2, extra={"dp_reduce": "reduce_scatter"}),
-        Case("resume_first", 3, [4, 5, 6, 7], pp=2, dp=2,
+        Case("resume_full", 2, [4, 5, 6, 7], pp=2, dp=2, order="pp-dp-tp",
+             extra={"dp_reduce": "reduce_scatter"}),
+        Case("resume_first", 3, [4, 5, 6, 7], pp=2, dp=2, order="pp-dp-tp",
              extra={"dp_reduce": "reduce_scatter", "steps": half, "save_dir": ckpt}),
-        Case("resume_second", 4, [4, 5, 6, 7], pp=2, dp=2,
+        Case("resume_second", 4, [4, 5, 6, 7], pp=2, dp=2, order="pp-dp-tp",
              extra={"dp_reduce": "reduce_scatter", "load_dir": ckpt}),
     ]
 
@@ -61,7 +64,8 @@ def case_config(case: Case, steps: int, dtype: str, out: Path):
     from trainer.config import ParallelConfig, TrainConfig, preset
 
     model = preset("tiny", tied=not case.untied)
-    par = ParallelConfig(tp=case.tp, pp=case.pp, dp=case.dp, micro_batches=4, global_batch=16)
+    par = ParallelConfig(tp=case.tp, pp=case.pp, dp=case.dp, order=case.order, micro_batches=4,
+                         global_batch=16)
     kw = dict(steps=steps, dtype=dtype, device="cpu", trace_dir=str(out / case.name),
               bucket_bytes=16 * 1024)  # small buckets: several per stage, as in a real model
     kw.update(case.extra)
@@ -77,7 +81,7 @@ def _worker(rank: int, world: int, steps: int, dtype: str, out: str) -> None:
 
     out_p = Path(out)
     cases = default_cases(steps, out_p)
-    meshes = {c.name: build_mesh(Layout(c.tp, c.dp, c.pp), rank, c.ranks) for c in cases}
+    meshes = {c.name: build_mesh(Layout(c.tp, c.dp, c.pp, c.order), rank, c.ranks) for c in cases}
     for phase in sorted({c.phase for c in cases}):
         for c in cases:
             if c.phase == phase and meshes[c.name] is not None:

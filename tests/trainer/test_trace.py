@@ -150,3 +150,12 @@ def test_every_record_has_the_schema_keys(selfcheck, read_trace):
         assert r["tokens"] == GLOBAL_BATCH * 16
         assert r["tokens_per_s"] == pytest.approx(r["tokens"] / r["iteration_s"])
         assert r["mfu"] is None  # no peak on CPU unless --peak-flops is given
+
+
+def test_rank_order_is_applied(selfcheck, read_trace):
+    # order pp-dp-tp: pp is innermost, so ranks 0 and 1 are the two stages of one pipeline
+    _, out = selfcheck
+    metas = [read_trace(out / "resume_full", r)[0] for r in range(4)]
+    assert [(m["pp_rank"], m["dp_rank"]) for m in metas] == [(0, 0), (1, 0), (0, 1), (1, 1)]
+    sends = [r for r in read_trace(out / "resume_full", 2) if r.get("op") == "send"]
+    assert sends and all(r["group"] == [2, 3] for r in sends)
