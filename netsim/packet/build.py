@@ -71,8 +71,8 @@ def build_sim(fabric, cfg: PacketConfig, rng: np.random.Generator) -> PacketSim:
     nic_pos = {name: i for i, name in enumerate(fabric.nics)}
     nodes = fabric.nodes
     link_nic = [nic_pos.get(nodes[int(s)], -1) for s in src]
-    pair = {(int(s), int(d)): i for i, (s, d) in enumerate(zip(src, dst))}
-    rev = [pair.get((int(d), int(s)), -1) for s, d in zip(src, dst)]
+    pair = {(int(s), int(d)): i for i, (s, d) in enumerate(zip(src, dst, strict=False))}
+    rev = [pair.get((int(d), int(s)), -1) for s, d in zip(src, dst, strict=False)]
     prop = [ns_to_ps(float(x)) for x in fabric.link_latency_ns]
     sim = PacketSim(src.tolist(), dst.tolist(), np.asarray(fabric.link_capacity_bps).tolist(), prop,
                     link_nic, rev, cfg, rng)
@@ -177,7 +177,7 @@ def _start_flow(t, sim, qps):
 def _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall) -> PacketResult:
     now = sim.env._now
     flow_stats = []
-    for fi, (fl, qps) in enumerate(zip(flows, qps_by_flow)):
+    for fi, (fl, qps) in enumerate(zip(flows, qps_by_flow, strict=False)):
         failed = any(q.error for q in qps)
         rx_done = [q.rx_done_ps for q in qps]
         tx_done = [q.tx_done_ps for q in qps]

@@ -2,7 +2,7 @@
 
 Model (details and sources in ``docs/packet-engine.md`` and :mod:`netsim.packet.config`):
 
-* Every directed link ``l`` is one egress port at its tail node with two classes: a strict
+* Every directed link ``lk`` is one egress port at its tail node with two classes: a strict
   high-priority class for ACK/NACK/CNP and the lossless RoCE class for data. A packet of
   ``s`` bytes takes ``s x 8 / rate`` to serialize, then the link's propagation delay;
   store-and-forward at each switch.
@@ -198,26 +198,26 @@ class PacketSim(RcTransport):
             raise _Done
 
     # ---------------------------------------------------------------- ports
-    def _kick(self, l, t):
-        """Make sure port *l* is served at *t* (one pending wake per port, earliest wins)."""
-        w = self.P_wake[l]
+    def _kick(self, lk, t):
+        """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
+        w = self.P_wake[lk]
         if 0 <= w <= t:
             return
-        self.P_wake[l] = t
-        heappush(self.q, (t, next(self.eid), self._wake, l, None))
+        self.P_wake[lk] = t
+        heappush(self.q, (t, next(self.eid), self._wake, lk, None))
 
-    def _wake(self, t, l, _):
-        if self.P_wake[l] != t:
+    def _wake(self, t, lk, _):
+        if self.P_wake[lk] != t:
             return  # superseded by an earlier wake
-        self.P_wake[l] = -1
-        busy = self.P_busy[l]
+        self.P_wake[lk] = -1
+        busy = self.P_busy[lk]
         if busy > t:
-            self._kick(l, busy)
+            self._kick(lk, busy)
         else:
-            self._serve(t, l)
+            self._serve(t, lk)
 
-    def _serve(self, t, l):
-        """Port *l* is free at *t*: send the next packets (control first, then data).
+    def _serve(self, t, lk):
+        """Port *lk* is free at *t*: send the next packets (control first, then data).
 
         Data packets are committed back to back up to ``commit_ps`` ahead in one service: the
         port reacts to a PAUSE or a new control packet within that time, inside the PFC
@@ -225,58 +225,58 @@ class PacketSim(RcTransport):
         headroom formula, nccl-roce.md 5.4). Queue lengths seen by ECN and the samples
         include the committed bytes, so marking does not depend on it.
         """
-        ctrl = self.P_ctrl[l]
+        ctrl = self.P_ctrl[lk]
         if ctrl:
-            self._tx(t, l, ctrl.popleft())
-            if ctrl or self.P_data[l] or self.L_nic[l] >= 0:
-                self._kick(l, self.P_busy[l])
+            self._tx(t, lk, ctrl.popleft())
+            if ctrl or self.P_data[lk] or self.L_nic[lk] >= 0:
+                self._kick(lk, self.P_busy[lk])
             return
-        if self.L_nic[l] >= 0:
-            if not self.P_paused[l]:
-                self._nic_send(t, l)
+        if self.L_nic[lk] >= 0:
+            if not self.P_paused[lk]:
+                self._nic_send(t, lk)
             return
-        data = self.P_data[l]
-        if not data or self.P_paused[l]:
+        data = self.P_data[lk]
+        if not data or self.P_paused[lk]:
             return
         s = t
         limit = t + self.commit_ps
-        qb = self.P_qb[l]
+        qb = self.P_qb[lk]
         release = self._release
         tx = self._tx
         while True:
             pkt = data.popleft()
             qb -= pkt.size
             release(t, pkt)
-            s = tx(s, l, pkt)
+            s = tx(s, lk, pkt)
             if not data or s >= limit:
                 break
-        self.P_qb[l] = qb
+        self.P_qb[lk] = qb
         if data:
-            self._kick(l, s)
+            self._kick(lk, s)
 
-    def _tx(self, t, l, pkt):
-        """Serialize *pkt* on link *l* from *t*; it arrives a propagation delay after the end.
+    def _tx(self, t, lk, pkt):
+        """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
 
         Returns the time the port is free again.
         """
-        end = t + pkt.size * _PS_BITS // self.L_rate[l]
-        self.P_busy[l] = end
-        self.P_txb[l] += pkt.size
-        if self.L_up[l]:
-            heappush(self.q, (end + self.L_prop[l], next(self.eid), self._arrive, l, pkt))
+        end = t + pkt.size * _PS_BITS // self.L_rate[lk]
+        self.P_busy[lk] = end
+        self.P_txb[lk] += pkt.size
+        if self.L_up[lk]:
+            heappush(self.q, (end + self.L_prop[lk], next(self.eid), self._arrive, lk, pkt))
         else:
-            self._lost(l, pkt)
+            self._lost(lk, pkt)
         return end
 
-    def _lost(self, l, pkt):
+    def _lost(self, lk, pkt):
         if pkt.kind == DATA:
             self.drop_link += 1
-            self.P_drop[l] += 1
+            self.P_drop[lk] += 1
 
-    def _arrive(self, t, l, pkt):
-        """*pkt* has fully arrived over link *l* at the link's head node."""
-        if not self.L_up[l]:
-            self._lost(l, pkt)
+    def _arrive(self, t, lk, pkt):
+        """*pkt* has fully arrived over link *lk* at the link's head node."""
+        if not self.L_up[lk]:
+            self._lost(lk, pkt)
             return
         route = pkt.route
         h = pkt.hop + 1
@@ -310,11 +310,11 @@ class PacketSim(RcTransport):
                 self._lost(nl, pkt)
             return
         # ---- data: buffer admission, PFC, ECN (inlined: this runs once per packet and hop)
-        node = self.L_dst[l]
+        node = self.L_dst[lk]
         size = pkt.size
         used = self.S_used[node]
         pfc = self.pfc
-        xoff = self.I_xoff[l]
+        xoff = self.I_xoff[lk]
         # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
         if used + size > self.buffer and not (pfc and xoff):
             self.drop_buf += 1
@@ -327,18 +327,18 @@ class PacketSim(RcTransport):
         if thr is None:
             thr = self.alpha * (self.buffer - used)
         if pfc:
-            ib = self.I_bytes[l] + size
+            ib = self.I_bytes[lk] + size
             if xoff:
-                hr = ib - self.I_level[l]
-                if hr > self.headroom[l]:
+                hr = ib - self.I_level[lk]
+                if hr > self.headroom[lk]:
                     self.drop_hr += 1
                     self.P_drop[nl] += 1
                     return
-                if hr > self.I_hr_max[l]:
-                    self.I_hr_max[l] = hr
+                if hr > self.I_hr_max[lk]:
+                    self.I_hr_max[lk] = hr
             elif ib > thr:
-                self._send_pause(t, l, ib)
-            self.I_bytes[l] = ib
+                self._send_pause(t, lk, ib)
+            self.I_bytes[lk] = ib
         elif qb + size > thr:
             self.drop_buf += 1
             self.P_drop[nl] += 1
@@ -348,7 +348,7 @@ class PacketSim(RcTransport):
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
                 self.P_ecn[nl] += 1
-        pkt.inl = l
+        pkt.inl = lk
         self.P_data[nl].append(pkt)
         self.P_qb[nl] += size
         if qb + size > self.P_qmax[nl]:
@@ -359,13 +359,13 @@ class PacketSim(RcTransport):
             elif not self.P_paused[nl]:
                 self._kick(nl, busy)
 
-    def _send_pause(self, t, l, ib):
-        """Ingress queue of link *l* passed XOFF: PAUSE its upstream port (after the link delay)."""
-        self.I_xoff[l] = True
-        self.I_level[l] = ib
-        self.I_pause_tx[l] += 1
+    def _send_pause(self, t, lk, ib):
+        """Ingress queue of link *lk* passed XOFF: PAUSE its upstream port (after the link delay)."""
+        self.I_xoff[lk] = True
+        self.I_level[lk] = ib
+        self.I_pause_tx[lk] += 1
         self.pause_frames += 1
-        self.at(t + self.L_prop[l], self._pause, l, True)
+        self.at(t + self.L_prop[lk], self._pause, lk, True)
 
     def _uniform(self):
         """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""
@@ -378,47 +378,47 @@ class PacketSim(RcTransport):
 
     def _release(self, t, pkt):
         """*pkt* leaves its switch: free buffer and ingress accounting, maybe send RESUME."""
-        l = pkt.inl
+        lk = pkt.inl
         size = pkt.size
-        node = self.L_dst[l]
+        node = self.L_dst[lk]
         used = self.S_used[node] - size
         self.S_used[node] = used
-        ib = self.I_bytes[l] - size
-        self.I_bytes[l] = ib
-        if self.I_xoff[l]:
+        ib = self.I_bytes[lk] - size
+        self.I_bytes[lk] = ib
+        if self.I_xoff[lk]:
             thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
             if ib + self.xon_off <= thr:
-                self.I_xoff[l] = False
+                self.I_xoff[lk] = False
                 self.resume_frames += 1
-                self.at(t + self.L_prop[l], self._pause, l, False)
+                self.at(t + self.L_prop[lk], self._pause, lk, False)
 
-    def _pause(self, t, l, on):
-        """A PFC PAUSE (*on*) or RESUME frame reached the upstream egress port *l*."""
+    def _pause(self, t, lk, on):
+        """A PFC PAUSE (*on*) or RESUME frame reached the upstream egress port *lk*."""
         if on:
-            if not self.P_paused[l] and self.L_up[l]:
-                self.P_paused[l] = True
-                self.P_pause_t0[l] = t
-                self.P_pause_rx[l] += 1
-                self.paused_set.add(l)
+            if not self.P_paused[lk] and self.L_up[lk]:
+                self.P_paused[lk] = True
+                self.P_pause_t0[lk] = t
+                self.P_pause_rx[lk] += 1
+                self.paused_set.add(lk)
             return
-        self._unpause(t, l)
+        self._unpause(t, lk)
 
-    def _unpause(self, t, l):
-        if not self.P_paused[l]:
+    def _unpause(self, t, lk):
+        if not self.P_paused[lk]:
             return
-        self.P_paused[l] = False
-        self.P_paused_ps[l] += t - self.P_pause_t0[l]
-        self.paused_set.discard(l)
-        if self.P_wake[l] < 0:
-            if self.P_busy[l] <= t:
-                self._serve(t, l)
+        self.P_paused[lk] = False
+        self.P_paused_ps[lk] += t - self.P_pause_t0[lk]
+        self.paused_set.discard(lk)
+        if self.P_wake[lk] < 0:
+            if self.P_busy[lk] <= t:
+                self._serve(t, lk)
             else:
-                self._kick(l, self.P_busy[l])
+                self._kick(lk, self.P_busy[lk])
 
     # ---------------------------------------------------------------- faults
-    def _link_state(self, t, l, up):
-        """Cable of link *l* (both directions) goes down or comes back up."""
-        for d in (l, self.L_rev[l]):
+    def _link_state(self, t, lk, up):
+        """Cable of link *lk* (both directions) goes down or comes back up."""
+        for d in (lk, self.L_rev[lk]):
             if d < 0:
                 continue
             self.L_up[d] = up

@@ -88,28 +88,28 @@ class RcTransport:
     """Mixin: NIC data source, responder and requester logic of :class:`PacketSim`."""
 
     # ---------------------------------------------------------------- requester (sender) side
-    def _nic_send(self, t, l):
-        """The NIC port *l* is free at *t*: commit data packets of eligible QPs up to ``commit_ps`` ahead."""
-        qps = self.nic_active[self.L_nic[l]]
+    def _nic_send(self, t, lk):
+        """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to ``commit_ps`` ahead."""
+        qps = self.nic_active[self.L_nic[lk]]
         s = t
         limit = t + self.commit_ps
         while qps:
-            nxt = self._nic_one(s, l, qps)
+            nxt = self._nic_one(s, lk, qps)
             if nxt < 0:
                 return  # nothing sendable until an ACK or a timer
             # Paced departures are computed, not waited for: commit the next packet at the
             # time it may go if that is inside the window, else come back then.
-            busy = self.P_busy[l]
+            busy = self.P_busy[lk]
             s = nxt if nxt > busy else busy
             if s >= limit:
-                self._kick(l, s)
+                self._kick(lk, s)
                 return
 
-    def _nic_one(self, t, l, qps):
+    def _nic_one(self, t, lk, qps):
         """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
         mtu = self.mtu
         k = len(qps)
-        start = self.nic_rr[l] % k
+        start = self.nic_rr[lk] % k
         chosen = None
         soonest = -1
         for j in range(k):
@@ -124,7 +124,7 @@ class RcTransport:
                     soonest = qp.next_ok
                 continue
             chosen = qp
-            self.nic_rr[l] = start + j + 1
+            self.nic_rr[lk] = start + j + 1
             break
         if chosen is None:
             return soonest
@@ -154,7 +154,7 @@ class RcTransport:
         cw = cc.cwnd_bytes
         if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
             pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
-        busy = self._tx(t, l, pkt)
+        busy = self._tx(t, lk, pkt)
         if k == 1:
             if qp.snd_nxt >= qp.npkts or pkt.areq:
                 return -1
@@ -314,12 +314,12 @@ class RcTransport:
             # Strict priority and never paused: propagation + serialization of the reverse path.
             heappush(self.q, (t + qp.ctrl_lat, next(self.eid), self._ctrl_arrive, qp.rev, pkt))
             return
-        l = qp.rport
-        self.P_ctrl[l].append(pkt)
-        if self.P_busy[l] <= t:
-            self._serve(t, l)
+        lk = qp.rport
+        self.P_ctrl[lk].append(pkt)
+        if self.P_busy[lk] <= t:
+            self._serve(t, lk)
         else:
-            self._kick(l, self.P_busy[l])
+            self._kick(lk, self.P_busy[lk])
 
     def _ctrl_arrive(self, t, rev, pkt):
         up = self.L_up
@@ -328,10 +328,10 @@ class RcTransport:
                 return  # lost on a down link of the reverse path
         self._rx_ctrl(t, pkt)
 
-    def _port_ready(self, t, l):
-        """Something became sendable on port *l*: serve it now or when it is free."""
-        busy = self.P_busy[l]
+    def _port_ready(self, t, lk):
+        """Something became sendable on port *lk*: serve it now or when it is free."""
+        busy = self.P_busy[lk]
         if busy <= t:
-            self._serve(t, l)
+            self._serve(t, lk)
         else:
-            self._kick(l, busy)
+            self._kick(lk, busy)

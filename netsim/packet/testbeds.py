@@ -72,7 +72,7 @@ class ShortestPathRouter:
         paths = self._paths[key]
         h = zlib.crc32(f"{self.seed}:{src}:{dst}:{sport}".encode())
         nodes = paths[h % len(paths)]
-        return [self.fabric.link_id(a, b) for a, b in zip(nodes, nodes[1:])]
+        return [self.fabric.link_id(a, b) for a, b in zip(nodes, nodes[1:], strict=False)]
 
 
 def dumbbell(n_left: int = 1, n_right: int = 1, *, host_gbps: float = 400, core_gbps: float = 400,
@@ -131,4 +131,4 @@ class ClockwiseRouter(ShortestPathRouter):
             k = (k + 1) % n
             nodes.append(f"s{k}")
         nodes.append(dst)
-        return [self.fabric.link_id(a, b) for a, b in zip(nodes, nodes[1:])]
+        return [self.fabric.link_id(a, b) for a, b in zip(nodes, nodes[1:], strict=False)]

@@ -25,7 +25,7 @@ def _tandem_finish_ps(ser_ps: list[int], hops: int, prop_ps: int) -> int:
         prev.append(t)
     for _ in range(hops - 1):
         cur, free = [], 0
-        for s, arr in zip(ser_ps, prev):
+        for s, arr in zip(ser_ps, prev, strict=False):
             free = max(arr + prop_ps, free) + s
             cur.append(free)
         prev = cur
