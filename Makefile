@@ -18,8 +18,10 @@ setup-dev: $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q '.[dev,trainer]'
 
+# The main job: recommend placement and NCCL/NIC/switch settings for GPT-3 175B on the
+# built-in default fabric (megascale); files land in out/recommend/.
 run: setup
-	$(BIN)/netsim topo megascale
+	$(BIN)/netsim recommend --fabric megascale --job gpt3-175b -o out/recommend
 
 # Tests run against the installed package (non-editable), not the working tree.
 test: setup-dev
