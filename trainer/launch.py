@@ -1,8 +1,8 @@
 """Start a gloo/NCCL world without torchrun: for tests, the self-check and the benchmark.
 
-:func:`spawn` starts ``nprocs`` processes (torch.multiprocessing, spawn context) on a free local
-port; each sets one intra-op thread (8 processes share few cores), joins the process group and
-calls ``fn(rank, world_size, *args)``. :func:`init_from_env` joins the world torchrun describes
+:func:`spawn` starts ``nprocs`` processes (torch.multiprocessing, spawn context) that meet
+through a file store; each sets one intra-op thread (8 processes share few cores), joins the
+process group and calls ``fn(rank, world_size, *args)``. :func:`init_from_env` joins the world torchrun describes
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or a world of one when there is none.
 """
 
@@ -29,13 +29,12 @@ def default_backend(device: str = "auto") -> str:
     return "nccl" if use_cuda else "gloo"
 
 
-def _worker(rank: int, fn: Callable, world_size: int, port: int, backend: str, args: tuple) -> None:
+def _worker(rank: int, fn: Callable, world_size: int, init: str, backend: str, args: tuple) -> None:
     torch.set_num_threads(1)
     os.environ.setdefault("LOCAL_RANK", str(rank))
     if backend == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world_size)
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size)
     try:
         fn(rank, world_size, *args)
     finally:
@@ -44,17 +43,21 @@ def _worker(rank: int, fn: Callable, world_size: int, port: int, backend: str, a
 
 def spawn(fn: Callable, nprocs: int, args: tuple = (), backend: str = "gloo") -> None:
     """Run ``fn(rank, world_size, *args)`` in ``nprocs`` fresh processes; raise if one fails."""
+    import tempfile
+
     import torch.multiprocessing as mp
 
-    mp.start_processes(_worker, args=(fn, nprocs, free_port(), backend, args), nprocs=nprocs,
-                       join=True, start_method="spawn")
+    # a file rendezvous: no port to race for with other jobs on a shared machine
+    with tempfile.TemporaryDirectory(prefix="trainer-rdzv-") as tmp:
+        init = f"file://{os.path.join(tmp, 'store')}"
+        mp.start_processes(_worker, args=(fn, nprocs, init, backend, args), nprocs=nprocs,
+                           join=True, start_method="spawn")
 
 
 def init_from_env(backend: str, rank_override: int | None = None) -> tuple[int, int]:
     """Join the torchrun world (or a world of one); returns (rank, world_size)."""
-    if "WORLD_SIZE" not in os.environ:
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
-                                world_size=1)
+    if "WORLD_SIZE" not in os.environ:  # a world of one needs no rendezvous at all
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
         return 0, 1
     if rank_override is not None:
         os.environ["RANK"] = str(rank_override)  # placement: this process is that trainer rank

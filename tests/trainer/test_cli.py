@@ -8,7 +8,6 @@ import subprocess
 import pytest
 
 from trainer.cli import main
-from trainer.launch import free_port
 
 TINY = ["--micro-batches", "4", "--global-batch", "16", "--dtype", "float64", "--device", "cpu"]
 
@@ -34,7 +33,7 @@ def test_torchrun_with_placement_matches_selfcheck(selfcheck, read_trace, python
                                                {"rank": 1, "host": "h0", "local_rank": 0}]}))
     trace = tmp_path / "trace"
     summary, _ = run_cli(python, subprocess_env, [
-        "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()),
+        "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
         "-m", "trainer", "--tp", "2", "--steps", "3", "--json", "--trace-dir", str(trace),
         "--placement", str(placement), *TINY])
     assert (summary["world_size"], summary["tp"], summary["pp"], summary["dp"]) == (2, 2, 1, 1)
