@@ -19,7 +19,7 @@ embedding group before their (last) bucket is reduced.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -44,7 +44,6 @@ class Bucket:
     shard_grad: torch.Tensor | None = None
     handle: Handle | None = None
     hooked: bool = True
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(kw_only=True)
