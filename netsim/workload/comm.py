@@ -98,12 +98,18 @@ def group_scopes(groups: np.ndarray, loc: Locality) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class CommBatch:
-    """Concurrent calls of one op: ``groups[i]`` are the GPUs of call i, all of ``size_bytes``."""
+    """Concurrent calls of one op: ``groups[i]`` are the GPUs of call i, of ``size_bytes``
+    (one number for all calls, or one per call)."""
 
     op: str
     kind: str
     groups: np.ndarray
-    size_bytes: float
+    size_bytes: float | np.ndarray
+
+    def sizes(self) -> np.ndarray:
+        """Per-call sizes, bytes."""
+        return np.broadcast_to(np.asarray(self.size_bytes, dtype=np.float64),
+                               (np.atleast_2d(self.groups).shape[0],))
 
 
 class CommModel(Protocol):
@@ -119,12 +125,14 @@ class AlphaBeta:
     alpha_s: float
     busbw_Bps: float
 
-    def time_s(self, op: str, n: int, size_bytes: float) -> float:
-        if n <= 1 or size_bytes <= 0:
-            return 0.0
-        if math.isinf(self.busbw_Bps):
-            return self.alpha_s
-        return self.alpha_s + size_bytes * bus_factor(op, n) / self.busbw_Bps
+    def time_s(self, op: str, n: int, size_bytes):
+        """Seconds for ``size_bytes`` (a number or an array); 0 for empty calls."""
+        size = np.asarray(size_bytes, dtype=np.float64)
+        if n <= 1:
+            return np.zeros_like(size) if size.ndim else 0.0
+        bw_term = 0.0 if math.isinf(self.busbw_Bps) else size * bus_factor(op, n) / self.busbw_Bps
+        t = np.where(size > 0, self.alpha_s + bw_term, 0.0)
+        return t if size.ndim else float(t)
 
 
 class AnalyticCommModel:
@@ -161,9 +169,10 @@ class AnalyticCommModel:
         n = groups.shape[1]
         scopes = group_scopes(groups, loc)
         slow_nic = loc.nic_bps[groups].min(axis=1)
+        sizes = batch.sizes()
         out = np.empty(groups.shape[0])
         for key in np.unique(np.stack([scopes, slow_nic], axis=1), axis=0):
             sel = (scopes == key[0]) & (slow_nic == key[1])
             ab = self.alpha_beta(batch.op, SCOPES[int(key[0])], n, float(key[1]), batch.kind)
-            out[sel] = ab.time_s(batch.op, n, batch.size_bytes)
+            out[sel] = ab.time_s(batch.op, n, sizes[sel])
         return out

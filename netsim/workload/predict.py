@@ -166,42 +166,45 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
 
 def _comm_times(job: JobSpec, model, grid: np.ndarray, loc: Locality,
                 cm: CommModel) -> _CommTimes:
-    """Price every group of every kind; keep the slowest group per stage."""
+    """Price every group of every kind, all stages' groups of a kind concurrently (they run
+    at the same time in the iteration); keep the slowest group per stage."""
     p, b, s, h = job.pp, job.micro_batch, model.seq, model.hidden
+    stages = range(p)
     act = b * s * h * job.act_bytes
-    tp = np.array([_worst(cm, "all_reduce", "tp", grid[q].reshape(job.dp, job.tp), act, loc)
-                   for q in range(p)])
+    tp = _per_stage(cm, "all_reduce", "tp", [grid[q].reshape(job.dp, job.tp) for q in stages],
+                    [act] * p, loc)
     p2p_bytes = act / (job.tp if job.scatter_gather else 1)
-    pp = np.zeros(p)
-    if p > 1:
-        for q in range(p):
-            pairs = np.stack([grid[q].ravel(), grid[(q + 1) % p].ravel()], axis=1)
-            pp[q] = _worst(cm, "send", "pp", pairs, p2p_bytes, loc)
-    dp_layer, dp_all, gather = np.zeros(p), np.zeros(p), np.zeros(p)
-    layer_bytes = model.layer_params() / job.tp * job.grad_bytes
+    pairs = [np.stack([grid[q].ravel(), grid[(q + 1) % p].ravel()], axis=1) for q in stages]
+    pp = _per_stage(cm, "send", "pp", pairs, [p2p_bytes] * p, loc) if p > 1 else np.zeros(p)
     op = "reduce_scatter" if job.distributed_optimizer else "all_reduce"
-    for q in range(p):
-        groups = grid[q].T  # (tp, dp): the DP group of every TP rank
-        dp_layer[q] = _worst(cm, op, "dp", groups, layer_bytes, loc)
-        stage_bytes = _stage_params(job, model, q) / job.tp * job.grad_bytes
-        dp_all[q] = _worst(cm, op, "dp", groups, stage_bytes, loc)
-        if job.distributed_optimizer:
-            param_bytes = stage_bytes / job.grad_bytes * job.act_bytes
-            gather[q] = _worst(cm, "all_gather", "dp", groups, param_bytes, loc)
+    dp_groups = [grid[q].T for q in stages]  # (tp, dp): the DP group of every TP rank
+    grad = [_stage_params(job, model, q) / job.tp * job.grad_bytes for q in stages]
+    layer_grad = model.layer_params() / job.tp * job.grad_bytes
+    dp_all = _per_stage(cm, op, "dp", dp_groups, grad, loc)
+    dp_layer = _per_stage(cm, op, "dp", dp_groups, [layer_grad] * p, loc)
+    gather = np.zeros(p)
+    if job.distributed_optimizer:
+        params = [g / job.grad_bytes * job.act_bytes for g in grad]
+        gather = _per_stage(cm, "all_gather", "dp", dp_groups, params, loc)
     emb = 0.0
     if p > 1:
-        pairs = np.stack([grid[0].ravel(), grid[-1].ravel()], axis=1)
+        ends = [np.stack([grid[0].ravel(), grid[-1].ravel()], axis=1)]
         emb_bytes = model.vocab * h / job.tp * job.grad_bytes
-        emb = _worst(cm, "all_reduce", "embedding", pairs, emb_bytes, loc)
+        emb = float(_per_stage(cm, "all_reduce", "embedding", ends, [emb_bytes], loc)[0])
     return _CommTimes(tp=tp, pp=pp, dp_layer=dp_layer, dp_all=dp_all, dp_gather=gather,
                       embedding=emb)
 
 
-def _worst(cm: CommModel, op: str, kind: str, groups: np.ndarray, nbytes: float,
-           loc: Locality) -> float:
-    if groups.shape[-1] <= 1 or nbytes <= 0:
-        return 0.0
-    return float(np.max(cm.batch_s(CommBatch(op, kind, groups, float(nbytes)), loc)))
+def _per_stage(cm: CommModel, op: str, kind: str, groups: list[np.ndarray],
+               sizes: list[float], loc: Locality) -> np.ndarray:
+    """One concurrent batch of every stage's groups; the slowest group of each stage."""
+    if groups[0].shape[-1] <= 1:
+        return np.zeros(len(groups))
+    counts = [g.shape[0] for g in groups]
+    batch = CommBatch(op, kind, np.concatenate(groups),
+                      np.repeat(np.asarray(sizes, dtype=np.float64), counts))
+    t = np.asarray(cm.batch_s(batch, loc), dtype=np.float64)
+    return np.array([seg.max() for seg in np.split(t, np.cumsum(counts)[:-1])])
 
 
 def _stage_params(job: JobSpec, model, stage: int) -> float:
