@@ -83,7 +83,7 @@ def build_sim(fabric, cfg: PacketConfig, rng: np.random.Generator) -> PacketSim:
     sim.nic_names = list(fabric.nics)
     sim.node_names = list(fabric.nodes)
     if cfg.cnp_enabled:
-        sim.cnp_gen = make_cnp_generator(cfg.cnp_interval_ps)
+        sim.cnp_gen = make_cnp_generator(cfg.cnp_interval_for_cc())
     return sim
 
 
@@ -149,9 +149,11 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
             if payload == 0:
                 continue
             qp = QP(sum(len(x) for x in out) + len(qps), fi, ni, fwd, rev, payload, cfg.mtu_bytes, sport)
-            # Swift's per-hop target term (params["hops"]) stays the caller's choice: the
-            # algorithms' defaults are tuned with hops = 0.
             params = dict(cfg.cc_params)
+            if cfg.cc_hops and cfg.cc in ("swift", "hybrid") and "hops" not in params:
+                # Swift's per-hop target term: switches crossed = links - 1. Opt-in, since the
+                # algorithms' defaults are tuned with hops = 0 (docs/congestion-control.md).
+                params["hops"] = len(fwd) - 1
             qp.cc = make_cc(cfg.cc, line_rate_bps=sim.L_rate[fwd[0]],
                             base_rtt_ps=_base_rtt_ps(sim, fwd, rev, cfg), clock=_QpClock(sim, qp),
                             params=params)

@@ -32,6 +32,10 @@ PAUSE_QUANTA = {10: 67, 25: 80, 40: 118, 50: 147, 100: 394, 200: 453, 400: 905}
 
 CC_NAMES = ("none", "dcqcn", "swift", "hybrid")
 
+#: ConnectX ``min_time_between_cnps`` default (mlxconfig dump, nccl-roce.md 5.1), when
+#: ``netsim.cc`` is not installed to say otherwise.
+DEFAULT_CNP_INTERVAL_PS = 2 * PS_PER_US
+
 
 @dataclass(frozen=True)
 class PacketConfig:
@@ -51,7 +55,11 @@ class PacketConfig:
     cc : congestion control per QP: none, dcqcn, swift, hybrid (``netsim.cc``).
     cc_params : passed to ``netsim.cc.make_cc`` unchanged.
     cnp : whether receivers send CNPs on ECN marks; None = on for dcqcn and hybrid.
-    cnp_interval_ps : notification point: at most one CNP per QP per interval.
+    cnp_interval_ps : notification point: at most one CNP per QP per interval; None = the
+        congestion control's ``min_time_between_cnps_us`` (``cc_params`` or its default, 2 us),
+        so the NP and the algorithm's parameter set agree; 0 = a CNP per marked packet.
+    cc_hops : pass each QP's switch-hop count as ``params["hops"]`` to swift / hybrid (Swift's
+        per-hop target term); off by default: their target already adds the QP's unloaded RTT.
     pfc : PFC on the RoCE class (lossless) or off (lossy: overflow drops).
     buffer_bytes : shared buffer per switch.
     pfc_alpha : dynamic threshold: an ingress queue may hold alpha x (free shared buffer).
@@ -79,7 +87,8 @@ class PacketConfig:
     cc: str = "none"
     cc_params: dict = field(default_factory=dict)
     cnp: bool | None = None
-    cnp_interval_ps: int = 2 * PS_PER_US
+    cnp_interval_ps: int | None = None
+    cc_hops: bool = False
     pfc: bool = True
     buffer_bytes: int = 32 * MB
     pfc_alpha: float = 1.0 / 8.0
@@ -101,7 +110,7 @@ class PacketConfig:
 
     def __post_init__(self) -> None:
         _positive = ("mtu_bytes", "ctrl_bytes", "ack_every_packets", "buffer_bytes",
-                     "cnp_interval_ps", "max_time_ps", "adaptive_base_ps",
+                     "max_time_ps", "adaptive_base_ps",
                      "adaptive_tries_per_step")
         for name in _positive:
             if int(getattr(self, name)) <= 0:
@@ -122,6 +131,9 @@ class PacketConfig:
         if self.ecn_kmax_bytes < self.ecn_kmin_bytes:
             raise ValueError("PacketConfig.ecn_kmax_bytes must be >= ecn_kmin_bytes "
                              f"({self.ecn_kmax_bytes} < {self.ecn_kmin_bytes})")
+        if self.cnp_interval_ps is not None and self.cnp_interval_ps < 0:
+            raise ValueError("PacketConfig.cnp_interval_ps must be >= 0 ps or None (the CC's "
+                             f"min_time_between_cnps_us), got {self.cnp_interval_ps!r}")
         if self.sample_interval_ps is not None and self.sample_interval_ps <= 0:
             raise ValueError("PacketConfig.sample_interval_ps must be > 0 or None (automatic)")
 
@@ -147,6 +159,19 @@ class PacketConfig:
         if self.cnp is not None:
             return bool(self.cnp)
         return self.cc in ("dcqcn", "hybrid")
+
+    def cnp_interval_for_cc(self) -> int:
+        """The notification point's CNP spacing in ps (explicit, else the CC's parameter)."""
+        if self.cnp_interval_ps is not None:
+            return int(self.cnp_interval_ps)
+        us = self.cc_params.get("min_time_between_cnps_us")
+        if us is None:
+            try:
+                from netsim.cc.base import CnpGenerator
+            except ImportError:
+                return DEFAULT_CNP_INTERVAL_PS
+            return CnpGenerator.for_cc(self.cc, self.cc_params).min_interval_ps
+        return int(round(float(us) * PS_PER_US))
 
 
 def headroom_bytes_for(rate_bps: int, latency_ps: int, mtu_bytes: int) -> int:
