@@ -189,7 +189,7 @@ def _to_unit(params: dict) -> np.ndarray:
 
 def _from_unit(u: np.ndarray) -> dict:
     out = {}
-    for x, (name, lo, hi, log, integer) in zip(np.clip(u, 0, 1), SPACE):
+    for x, (name, lo, hi, log, integer) in zip(np.clip(u, 0, 1), SPACE, strict=False):
         v = math.exp(math.log(lo) + x * (math.log(hi) - math.log(lo))) if log else lo + x * (hi - lo)
         out[name] = int(round(v)) if integer else float(v)
     return out

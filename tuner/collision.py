@@ -93,7 +93,7 @@ def collision_slowdown(fabric, groups: np.ndarray, qps: int = 1,
     size = 64 << 20  # large enough that latency is negligible against serialisation
     names = fabric.gpus
     flows = [Flow(names[s], names[d], size, 0, qps)
-             for s, d in zip(src.tolist(), dst.tolist()) for _ in range(channels_per_peer)]
+             for s, d in zip(src.tolist(), dst.tolist(), strict=False) for _ in range(channels_per_peer)]
     res = simulate_flows(fabric, flows, model=model, router=router, seed=seed)
     # NCCL splits an edge's bytes evenly over its channels and QPs, so the slowest QP sets
     # the pace: the edge finishes with its last channel flow (the engine finishes a flow

@@ -205,7 +205,7 @@ def local_search(lay: _Layout, loc: GpuLocality, slot_of_block: np.ndarray,
     block_of_slot = np.full(slots, -1, dtype=np.int64)
     block_of_slot[slot_of_block] = np.arange(lay.n_blocks)
     inc: list[list[int]] = [[] for _ in range(lay.n_blocks)]
-    for e, (a, b) in enumerate(zip(lay.edges_a.tolist(), lay.edges_b.tolist())):
+    for e, (a, b) in enumerate(zip(lay.edges_a.tolist(), lay.edges_b.tolist(), strict=False)):
         inc[a].append(e)
         inc[b].append(e)
     sob = slot_of_block.copy()
@@ -361,7 +361,6 @@ def iteration_scorer(fabric, job, hardware=None, calibration=None, qps: int = 1,
     collision slowdown of the flow engine (:class:`tuner.collision.FlowCommModel`)."""
     from netsim.hardware import get_hardware
     from netsim.workload import AnalyticCommModel, predict
-
     from tuner.collision import FlowCommModel
 
     hw = hardware or get_hardware(job.gpu)
@@ -389,8 +388,9 @@ def compare_strategies(fabric, job, free_servers: list[int] | None = None, seed:
 def read_free_servers(path, fabric) -> list[int]:
     """Free servers from a file: names or positions, whitespace/comma separated, or a
     JSON/YAML list, or a mapping with a ``servers`` list; order kept (the scheduler's)."""
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     text = Path(path).read_text()
     data = yaml.safe_load(text) if text.strip()[:1] in "[{" else text.replace(",", " ").split()

@@ -87,8 +87,8 @@ def _headroom_ports(fabric) -> list[dict]:
         sel = kinds == kind
         if not sel.any():
             continue
-        for c, l in sorted(set(zip(cap[sel].tolist(), lat[sel].tolist()))):
-            cable = cable_m_from_latency_ns(l)
+        for c, lat_ns in sorted(set(zip(cap[sel].tolist(), lat[sel].tolist(), strict=False))):
+            cable = cable_m_from_latency_ns(lat_ns)
             rows.append({"link_kind": kind, "port_speed_gbps": c / 1e9, "cable_m": round(cable, 1),
                          "headroom_bytes": headroom_bytes(int(c), cable)})
     return rows

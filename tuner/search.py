@@ -126,7 +126,7 @@ def search_collectives(fabric, ranks, nccl_base=None, op: str = "allreduce",
 
     base = (nccl_base or NcclConfig()).with_(qps_per_connection=qps)
     sizes = sorted(int(s) for s in sizes)
-    edges = [0] + [int(np.sqrt(a * b)) for a, b in zip(sizes, sizes[1:])] + [1 << 40]
+    edges = [0] + [int(np.sqrt(a * b)) for a, b in zip(sizes, sizes[1:], strict=False)] + [1 << 40]
     rows = []
     server = np.asarray(fabric.nic_server_index)[np.asarray(fabric.gpu_nic_index)]
     pos = {g: i for i, g in enumerate(fabric.gpus)}

@@ -58,9 +58,9 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], floatfmt
     body = [[cell(v) for v in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in body:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=False)]
     def line(cells: Sequence[str]) -> str:
-        parts = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))]
+        parts = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=False))]
         return "  ".join(parts).rstrip()
     out = [line(list(headers)), line(["-" * w for w in widths])]
     out += [line(r) for r in body]

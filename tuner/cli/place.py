@@ -50,7 +50,6 @@ def load_calibration(path):
 
 def run(args: argparse.Namespace) -> int:
     from topologies import load_fabric
-
     from tuner.jobs import job_from_args
     from tuner.placement import compare_strategies, read_free_servers
     from tuner.render import write_placement

@@ -51,14 +51,15 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from topologies import load_fabric
-
     from tuner.cli.place import load_calibration
     from tuner.jobs import job_from_args
     from tuner.placement import read_free_servers
     from tuner.recommend import RecommendOptions, recommend, write_outputs
+    from tuner.retransmit import parse_flaps
 
     if args.budget < 1:
         raise ValueError("--budget must be >= 1 packet-engine evaluation")
+    parse_flaps(args.flaps)  # fail on a bad flap model before minutes of searching
     fabric = load_fabric(args.fabric)
     job = job_from_args(args)
     opts = RecommendOptions(

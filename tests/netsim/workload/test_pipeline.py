@@ -50,4 +50,4 @@ def test_critical_path_is_contiguous_and_ends_at_makespan():
     path = run.critical_path
     assert path[-1]["end_s"] == pytest.approx(run.makespan_s)
     assert path[0]["start_s"] == 0.0
-    assert all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(path, path[1:]))
+    assert all(a["end_s"] <= b["start_s"] + 1e-12 for a, b in zip(path, path[1:], strict=False))
