@@ -165,8 +165,9 @@ class GPTStage(nn.Module):
         return self.wte.weight if (self.cfg.tied and self.first) else self.head
 
     def tied_copy(self) -> nn.Parameter | None:
-        """The word-embedding parameter shared across stages (first or last stage, pp > 1)."""
-        if not self.cfg.tied or (self.first and self.last):
+        """The word-embedding parameter shared across stages (first or last stage, pp > 1);
+        None on a middle stage, which holds neither copy."""
+        if not self.cfg.tied or (self.first and self.last) or not (self.first or self.last):
             return None
         return self.wte.weight if self.first else self.head
 

@@ -8,7 +8,8 @@
    ranks each;
 2. the single-process reference, and pp2 x dp2 (reduce-scatter, rank order pp-dp-tp, so
    pipeline neighbours are adjacent ranks) for ``steps`` steps;
-3. the same pp2 x dp2 for half the steps, saving a checkpoint;
+3. the same pp2 x dp2 for half the steps, saving a checkpoint; beside it pp4 (two middle
+   stages that hold neither embedding copy) on the other four ranks;
 4. a fresh trainer resuming that checkpoint up to ``steps``.
 
 Every case writes its traces under ``DIR/<case>/``; the JSON printed maps each case to its
@@ -54,6 +55,7 @@ def default_cases(steps: int, out: Path) -> list[Case]:
              extra={"dp_reduce": "reduce_scatter"}),
         Case("resume_first", 3, [4, 5, 6, 7], pp=2, dp=2, order="pp-dp-tp",
              extra={"dp_reduce": "reduce_scatter", "steps": half, "save_dir": ckpt}),
+        Case("pp4", 3, [0, 1, 2, 3], pp=4),
         Case("resume_second", 4, [4, 5, 6, 7], pp=2, dp=2, order="pp-dp-tp",
              extra={"dp_reduce": "reduce_scatter", "load_dir": ckpt}),
     ]

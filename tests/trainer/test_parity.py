@@ -12,7 +12,8 @@ import pytest
 REL_TOL = 1e-4  # the parity bound (float64 runs agree far closer)
 
 CASES = [("tp2_pp2_dp2", "single"), ("tp2", "single"), ("pp2_untied", "single_untied"),
-         ("dp2", "single"), ("dp2_rs", "single"), ("resume_full", "single")]
+         ("dp2", "single"), ("dp2_rs", "single"), ("resume_full", "single"),
+         ("pp4", "single")]
 
 
 @pytest.mark.parametrize("case, reference", CASES)
