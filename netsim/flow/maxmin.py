@@ -21,7 +21,7 @@ commodity: its incidence on a link is the number of its member QPs that cross th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,6 +45,11 @@ class Incidence:
     e_count : np.ndarray[float64]
         QPs of the flow on the link (equals ``e_weight`` unless given: a lockstep group
         whose connections split over q QPs has weight 1/q and count 1 per QP).
+    cache : dict
+        Structures a sharing model derives from the paths once (e.g. the PFC model's groups).
+    path_order : bool
+        True when each flow's entries follow its path, first link first (``from_csr``): the
+        PFC model needs the hop order.
     """
 
     num_links: int
@@ -54,6 +59,8 @@ class Incidence:
     e_weight: np.ndarray
     by_link: np.ndarray
     e_count: np.ndarray
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
+    path_order: bool = False
 
     @classmethod
     def from_csr(cls, indptr: np.ndarray, links: np.ndarray, num_links: int,
@@ -67,7 +74,7 @@ class Incidence:
         w = np.ones(len(links)) if weights is None else np.asarray(weights, dtype=np.float64)
         if len(links) and (links.min() < 0 or links.max() >= num_links):
             raise ValueError(f"link ids must lie in [0, {num_links}): got {links.min()}..{links.max()}")
-        return cls._build(num_links, num_flows, e_flow, links, w, counts)
+        return replace(cls._build(num_links, num_flows, e_flow, links, w, counts), path_order=True)
 
     @classmethod
     def from_entries(cls, flow: np.ndarray, link: np.ndarray, weight: np.ndarray,

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.flow.maxmin import Incidence, link_load, maxmin_rates
+from netsim.flow.pfc import pfc_rates
 
-MODELS = ("maxmin", "dcqcn")
+MODELS = ("maxmin", "dcqcn", "pfc")
 
 # RoCEv2 goodput per wire byte with a 4096-byte path MTU: headers Eth 14 + IPv4 20 + UDP 8 +
 # BTH 12 + ICRC 4 + FCS 4 = 62 bytes, plus preamble and inter-frame gap 20 bytes (the packet
@@ -68,6 +69,8 @@ class SharingModel:
               active: np.ndarray | None = None) -> np.ndarray:
         """Rate of every flow (bits/s of payload) for the active set."""
         cap = np.asarray(capacity_bps, np.float64) * self.wire_efficiency
+        if self.name == "pfc":
+            return pfc_rates(inc, cap, active)
         rate = maxmin_rates(inc, cap, active)
         if self.name == "maxmin":
             return rate
