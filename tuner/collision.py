@@ -1,13 +1,22 @@
-"""ECMP collision slowdown of a job's concurrent rings, measured with the flow engine.
+"""ECMP collision slowdown of a job's concurrent rings, from the flow engine's max-min rates.
 
 A ring collective sends, at every step, one chunk from each member to its successor; when
 all groups of a kind (every DP group of a stage) run at once, these flows share the fabric.
 Each ring edge is ``channels_per_peer`` NCCL connections (NCCL's default
 ``NCCL_NCHANNELS_PER_NET_PEER`` is 2), each with ``qps`` QPs
 (``NCCL_IB_QPS_PER_CONNECTION``), every QP its own RoCEv2 UDP source port and so its own
-ECMP path (../shared/reference/nccl-roce.md section 8.2). The flow engine's max-min rates
-say how much slower than its NIC's line rate each ring's slowest edge runs: the *collision
-slowdown* (1.0 = no loss).
+ECMP path (../shared/reference/nccl-roce.md section 8.2). NCCL creates the QPs once per
+communicator, so the paths (and the collisions) last as long as the job.
+
+The model: every ring *channel* is one lockstep commodity of the max-min allocation
+(``netsim.flow.maxmin``): a ring moves at the pace of its slowest edge, and a connection
+that round-robins its messages over ``q`` QPs puts ``1/q`` of its rate on each QP's path.
+A long-lived collective sees the *first* max-min allocation (all rings active at once; no
+ring finishes early and frees capacity for the others), so we compute that allocation once
+(``FabricPaths.network_paths`` + ``SharingModel.rates``) instead of running the flow engine
+to completion. The *collision slowdown* of a group is its channels' rate on a non-blocking
+switch fabric (switch-to-switch links of infinite capacity; the NIC, PCIe and ToR downlinks
+unchanged) divided by its rate on the real fabric: 1.0 means ECMP cost nothing.
 
 :class:`FlowCommModel` wraps a ``netsim.workload`` comm model and multiplies the bandwidth
 term of every network-scope call by this slowdown, so ``predict`` sees placements and QP
@@ -26,13 +35,14 @@ CHANNELS_PER_NET_PEER = 2
 
 @dataclass(frozen=True)
 class Slowdown:
-    """Collision slowdown of every group (>= 1) and the flows behind it."""
+    """Collision slowdown of every group (>= 1) and the QPs behind it."""
 
     per_group: np.ndarray
-    flows: int
+    flows: int                # connections (ring edges x channels)
     qps: int
-    #: the switch-to-switch link shared by the most QPs: src, dst, kind, gbps, qps and
-    #: ``over`` = offered load / capacity with every QP at its NIC's fair share
+    #: the switch-to-switch link with the highest offered load: src, dst, kind, gbps, qps
+    #: (QPs routed over it) and ``over`` = offered load / capacity, every ring channel at its
+    #: non-blocking rate
     hot_link: dict | None = None
 
     @property
@@ -59,10 +69,19 @@ def ring_edges(groups: np.ndarray, server: np.ndarray) -> tuple[np.ndarray, np.n
     return gid[net], src[net], dst[net]
 
 
+def fabric_paths(fabric, seed: int = 0, router=None):
+    """``netsim.flow.paths.FabricPaths`` with the default ECMP router of ``seed``: build it
+    once and pass it to every :func:`collision_slowdown` of one fabric and seed."""
+    from netsim.flow.paths import FabricPaths
+    from topologies.routing import Router
+
+    return FabricPaths(fabric, router if router is not None else Router(fabric, seed=seed))
+
+
 def collision_slowdown(fabric, groups: np.ndarray, qps: int = 1,
                        channels_per_peer: int = CHANNELS_PER_NET_PEER, seed: int = 0,
-                       router=None, model: str = "maxmin") -> Slowdown:
-    """Slowdown of every ring in ``groups`` when all of them run one step at once.
+                       router=None, model: str = "maxmin", paths=None) -> Slowdown:
+    """Slowdown of every ring in ``groups`` when all of them run at once (first allocation).
 
     Parameters
     ----------
@@ -76,55 +95,74 @@ def collision_slowdown(fabric, groups: np.ndarray, qps: int = 1,
         NCCL connections per ring edge.
     seed
         Seeds the QP numbers (hence UDP source ports) and the default router's hash.
+    router
+        ``topologies.routing.Router``; default ``Router(fabric, seed=seed)``.
+    model
+        Sharing model of the flow engine (``maxmin``, ``dcqcn``, ...).
+    paths
+        A prebuilt :func:`fabric_paths` (saves rebuilding the per-GPU link tables).
 
     Returns
     -------
     Slowdown
-        ``per_group[i]`` = NIC line rate / slowest edge rate of group i (1 for no network edge).
+        ``per_group[i]`` = non-blocking rate / real rate of group i (1 for no network edge).
     """
-    from netsim.flow import simulate_flows
-    from netsim.traffic import Flow
-
-    server = np.asarray(fabric.nic_server_index)[np.asarray(fabric.gpu_nic_index)]
-    gid, src, dst = ring_edges(groups, server)
-    n_groups = np.atleast_2d(groups).shape[0]
-    if gid.size == 0:
-        return Slowdown(np.ones(n_groups), 0, qps)
-    size = 64 << 20  # large enough that latency is negligible against serialisation
-    names = fabric.gpus
-    flows = [Flow(names[s], names[d], size, 0, qps)
-             for s, d in zip(src.tolist(), dst.tolist(), strict=False) for _ in range(channels_per_peer)]
-    res = simulate_flows(fabric, flows, model=model, router=router, seed=seed)
-    # NCCL splits an edge's bytes evenly over its channels and QPs, so the slowest QP sets
-    # the pace: the edge finishes with its last channel flow (the engine finishes a flow
-    # with its last QP); rate = bytes of the edge / that time.
-    finish_s = (res.finish_ps - res.start_ps).reshape(-1, channels_per_peer).max(axis=1) / 1e12
-    rate = channels_per_peer * size * 8.0 / np.maximum(finish_s, 1e-12)
-    nic_up = np.asarray(fabric.wiring.nic_up_link)[np.asarray(fabric.gpu_nic_index)[src]]
-    line = np.asarray(fabric.link_capacity_bps, dtype=np.float64)[nic_up]
-    # edges leaving one NIC share it by design (not a collision): divide by that count
-    per_nic = np.bincount(np.asarray(fabric.gpu_nic_index)[src], minlength=len(fabric.nics))
-    fair = line / per_nic[np.asarray(fabric.gpu_nic_index)[src]]
-    edge_slow = np.maximum(fair / np.maximum(rate, 1.0), 1.0)
-    per_group = np.ones(n_groups)
-    np.maximum.at(per_group, gid, edge_slow)
-    return Slowdown(per_group, len(flows), qps, _hot_link(fabric, res, float(fair.max()),
-                                                           channels_per_peer * qps))
-
-
-def _hot_link(fabric, res, nic_share_bps: float, qps_per_edge: int) -> dict | None:
-    """The fabric link of the run with the most QPs on it (from the flow engine's report)."""
+    from netsim.flow import Incidence, make_model, maxmin_rates
+    from netsim.flow.qp import connection_qpn, udp_sport
     from netsim.flow.stats import fabric_link_mask
 
-    mask = fabric_link_mask(fabric)
-    rows = [h for h in res.links.hottest if mask[h["link"]]]
-    if not rows:
+    if qps < 1 or channels_per_peer < 1:
+        raise ValueError(f"qps={qps}, channels_per_peer={channels_per_peer}: both must be >= 1")
+    groups = np.atleast_2d(np.asarray(groups, dtype=np.int64))
+    n_groups = groups.shape[0]
+    server = np.asarray(fabric.nic_server_index)[np.asarray(fabric.gpu_nic_index)]
+    gid, src, dst = ring_edges(groups, server)
+    if gid.size == 0:
+        return Slowdown(np.ones(n_groups), 0, qps)
+    paths = paths if paths is not None else fabric_paths(fabric, seed, router)
+    ch, per_edge = channels_per_peer, channels_per_peer * qps
+    edge = np.repeat(np.arange(gid.size), per_edge)
+    channel = np.tile(np.repeat(np.arange(ch), qps), gid.size)
+    qp_index = np.tile(np.arange(qps), gid.size * ch)
+    sport = udp_sport(connection_qpn(src[edge], dst[edge], channel, qp_index, seed))
+    indptr, links = paths.network_paths(src[edge], dst[edge], sport)
+    lens = np.diff(indptr)
+    commodity = np.repeat(gid[edge] * ch + channel, lens)      # one per ring channel
+    ncom = n_groups * ch
+    inc = Incidence.from_entries(commodity, links, np.full(links.size, 1.0 / qps),
+                                 np.ones(links.size), ncom, fabric.num_links)
+    cap = np.asarray(fabric.link_capacity_bps, dtype=np.float64)
+    fab = fabric_link_mask(fabric)
+    sharing = make_model(model)
+    rate = sharing.rates(inc, cap)
+    # non-blocking fabric: the same rings with the switch-to-switch links unlimited
+    ideal = maxmin_rates(inc, np.where(fab, np.inf, cap) * sharing.wire_efficiency)
+    used = np.zeros(ncom, bool)
+    used[commodity] = True
+    per_group = np.ones(n_groups)
+    if used.any():
+        com = np.flatnonzero(used)
+        slow = np.maximum(ideal[com] / np.maximum(rate[com], 1e-9), 1.0)
+        np.maximum.at(per_group, com // ch, slow)
+    return Slowdown(per_group, gid.size * ch, qps,
+                    _hot_link(fabric, inc, ideal, fab, cap))
+
+
+def _hot_link(fabric, inc, ideal: np.ndarray, fab: np.ndarray, cap: np.ndarray) -> dict | None:
+    """The switch-to-switch link with the largest offered load / capacity (ties: more QPs)."""
+    from netsim.flow import link_load
+
+    offered = link_load(inc, np.where(np.isfinite(ideal), ideal, 0.0))
+    qps = np.bincount(inc.e_link, weights=inc.e_count, minlength=inc.num_links)
+    cand = np.flatnonzero(fab & (qps > 0))
+    if cand.size == 0:
         return None
-    h = max(rows, key=lambda r: (r["qps"], r["utilization"]))
-    cap = float(np.asarray(fabric.link_capacity_bps)[h["link"]])
-    over = h["qps"] * nic_share_bps / qps_per_edge / cap
-    return {"src": h["src"], "dst": h["dst"], "kind": h["kind"], "gbps": cap / 1e9,
-            "qps": int(h["qps"]), "over": float(over)}
+    over = offered[cand] / cap[cand]
+    i = int(cand[np.lexsort((-qps[cand], -over))[0]])
+    names = fabric.nodes
+    return {"src": names[int(fabric.link_src[i])], "dst": names[int(fabric.link_dst[i])],
+            "kind": str(fabric.link_kind[i]), "gbps": float(cap[i]) / 1e9, "qps": int(qps[i]),
+            "over": float(offered[i] / cap[i])}
 
 
 @dataclass
@@ -141,6 +179,7 @@ class FlowCommModel:
     qps: int = 1
     seed: int = 0
     channels_per_peer: int = CHANNELS_PER_NET_PEER
+    paths: object = None
     _cache: dict = field(default_factory=dict, repr=False)
 
     def batch_s(self, batch, loc) -> np.ndarray:
@@ -153,8 +192,11 @@ class FlowCommModel:
             return t
         key = (groups.tobytes(), groups.shape)
         if key not in self._cache:
+            if self.paths is None:
+                self.paths = fabric_paths(self.fabric, self.seed)
             self._cache[key] = collision_slowdown(self.fabric, groups, self.qps,
-                                                  self.channels_per_peer, self.seed).per_group
+                                                  self.channels_per_peer, self.seed,
+                                                  paths=self.paths).per_group
         slow = self._cache[key]
         alpha = np.array([self._alpha(batch.op, groups.shape[1], loc, g) for g in groups[:1]])
         return np.where(net, alpha[0] + (t - alpha[0]) * slow, t)

@@ -22,12 +22,17 @@ server. Hop weights: 0 inside a server, 2 under one ToR, 4 inside a pod, 6 acros
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 STRATEGIES = ("topo", "linear", "random")
 HOPS_TOR, HOPS_POD, HOPS_CORE = 2, 4, 6
+#: Scores (simulated iteration times) within this relative difference are ties, decided by
+#: the hop cost: smaller differences come from one ECMP hash draw and lie far below the
+#: workload model's accuracy (docs/validation.md), so they are no reason to spread a job.
+SCORE_RTOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -307,8 +312,9 @@ def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = 
         Swap proposals of each local search (``topo`` only).
     score
         Optional ``score(gpu_of_rank) -> float`` (e.g. the simulated iteration time); ``topo``
-        keeps the candidate with the lowest score (ties: lowest hop cost). Candidates: the
-        packed layout and the scheduler's order, each refined by the hop-cost local search.
+        keeps the candidate with the lowest score, scores within ``SCORE_RTOL`` of the lowest
+        counting as ties that the lowest hop cost decides. Candidates: the packed layout and
+        the scheduler's order, each refined by the hop-cost local search.
 
     Returns
     -------
@@ -337,7 +343,9 @@ def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = 
                  for k, v in starts.items()}
         metrics = {k: measure(g, traffic, loc) for k, g in cands.items()}
         scores = {k: (score(g) if score else 0.0, metrics[k]["hop_cost"]) for k, g in cands.items()}
-        best = min(scores, key=scores.get)
+        floor = min(v[0] for v in scores.values())
+        best = min(scores, key=lambda k: (scores[k][0] > floor * (1 + SCORE_RTOL), scores[k][1],
+                                          scores[k][0]))
         out = Placement(strategy, cands[best], **metrics[best])
         out.extra = {"candidate": best, "candidates": {k: {**metrics[k], "score": scores[k][0]}
                                                        for k in cands}}
@@ -383,6 +391,36 @@ def compare_strategies(fabric, job, free_servers: list[int] | None = None, seed:
     return {s: place(fabric, job, s, free_servers, rng=np.random.default_rng(seed),
                      search_iterations=search_iterations, loc=loc, score=score)
             for s in strategies}
+
+
+def verdict(results: dict[str, Placement]) -> str:
+    """One sentence comparing the ``topo`` placement with ``linear`` (and ``random``)."""
+    t, lin = results["topo"], results["linear"]
+    gb = 1e9
+    same = (math.isclose(t.cross_tor_bytes, lin.cross_tor_bytes, rel_tol=1e-9)
+            and math.isclose(t.cross_pod_bytes, lin.cross_pod_bytes, rel_tol=1e-9))
+    times = t.iteration_s is not None and lin.iteration_s is not None
+    change = (lin.iteration_s / t.iteration_s - 1) if times else 0.0
+    if same:
+        out = (f"topo gives no gain over linear: the scheduler's order is already ToR-aligned "
+               f"here (both {lin.cross_tor_bytes / gb:.1f} GB cross-ToR, "
+               f"{lin.cross_pod_bytes / gb:.1f} GB cross-pod per iteration)")
+    else:
+        out = (f"topo vs linear: cross-ToR {lin.cross_tor_bytes / gb:.1f} -> "
+               f"{t.cross_tor_bytes / gb:.1f} GB, cross-pod {lin.cross_pod_bytes / gb:.1f} -> "
+               f"{t.cross_pod_bytes / gb:.1f} GB per iteration")
+    if times:
+        if abs(change) < SCORE_RTOL:
+            out += (f"; predicted iteration {lin.iteration_s:.4f} vs {t.iteration_s:.4f} s, "
+                    f"equal within {SCORE_RTOL:.1%}")
+        else:
+            out += (f"; predicted iteration {lin.iteration_s:.4f} -> {t.iteration_s:.4f} s "
+                    f"({change:+.2%} throughput)")
+    rnd = results.get("random")
+    if rnd is not None and rnd.iteration_s is not None and times:
+        out += (f"; random: {rnd.cross_tor_bytes / gb:.1f} GB cross-ToR, "
+                f"{rnd.iteration_s:.4f} s")
+    return out
 
 
 def read_free_servers(path, fabric) -> list[int]:

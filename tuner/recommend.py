@@ -141,16 +141,20 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
                                           search_iterations=opts.place_iterations,
                                           strategies=("topo", "linear"))
     topo, linear = places["topo"], places["linear"]
+    place_verdict = placement.verdict(places)
     settings.append(Setting(
         "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
-        "local search; kept the candidate with the best simulated iteration time",
-        f"cross-ToR {linear.cross_tor_bytes / 1e9:.1f} -> {topo.cross_tor_bytes / 1e9:.1f} GB, "
-        f"cross-pod {linear.cross_pod_bytes / 1e9:.1f} -> {topo.cross_pod_bytes / 1e9:.1f} GB "
-        f"per iteration; iteration {linear.iteration_s:.4f} -> {topo.iteration_s:.4f} s"))
+        "local search; kept the candidate with the best simulated iteration time "
+        f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes)", place_verdict))
 
     say("QPs per connection", 0.2)
-    qp = search.search_qps(fabric, job, topo.gpu_of_rank, seeds=(opts.seed, opts.seed + 1))
+    candidates = (1, 2, 4, 8)
+    done = iter(range(1, len(candidates) + 1))
+    qp = search.search_qps(fabric, job, topo.gpu_of_rank, candidates=candidates,
+                           seeds=(opts.seed, opts.seed + 1),
+                           progress=lambda: say("QPs per connection",
+                                                0.2 + 0.15 * next(done) / len(candidates)))
     env["NCCL_IB_QPS_PER_CONNECTION"] = str(qp.qps)
     env["NCCL_IB_SPLIT_DATA_ON_QPS"] = str(qp.split_data)
     why["NCCL_IB_QPS_PER_CONNECTION"] = qp.reason
@@ -164,9 +168,17 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     say("collectives", 0.35)
     groups = search.job_groups(job, topo.gpu_of_rank)
     dp_group = groups["dp"][0] if "dp" in groups else topo.gpu_of_rank[:min(8, job.world)]
-    coll = search.search_collectives(fabric, dp_group.tolist(), qps=qp.qps)
+    n_sizes = len(search.COLLECTIVE_SIZES)
+    done_c = iter(range(1, n_sizes + 1))
+    coll = search.search_collectives(fabric, dp_group.tolist(), qps=qp.qps,
+                                     progress=lambda: say("collectives",
+                                                          0.35 + 0.15 * next(done_c) / n_sizes))
+    # channels explicit on every row: the example plugin sets *nChannels = 1 before matching
+    # and keeps it for a row whose channels is -1, and NCCL then runs that collective on one
+    # channel (plugins/tuner/example/plugin.c pluginGetCollInfo; src/enqueue.cc takes a
+    # non-zero nMaxChannels from the tuner)
     rows = [TunerRow("allreduce", r["min_bytes"], r["max_bytes"], r["algo"], r["proto"],
-                     -1, coll.n_nodes, coll.ranks) for r in coll.rows]
+                     r["channels"], coll.n_nodes, coll.ranks) for r in coll.rows]
     big = coll.rows[-1]
     gains = ", ".join(f"{r['size'] >> 10} KiB {r['algo']}/{r['proto']} "
                       f"{r['default_time_s'] * 1e6:.0f}->{r['time_s'] * 1e6:.0f} us"

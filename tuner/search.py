@@ -66,6 +66,7 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8),
     qp_cost
         Fractional cost per extra QP.
     """
+    from tuner.collision import fabric_paths
     from tuner.placement import job_traffic
 
     groups = job_groups(job, gpu_of_rank)
@@ -73,13 +74,15 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8),
         return QpChoice(1, {1: 1.0}, {1: 1.0}, {1: 1.0}, 0, "no network collective")
     traffic = job_traffic(job)
     weight = {k: traffic.total(k) for k in groups}
+    paths = {s: fabric_paths(fabric, s) for s in seeds}   # one ECMP router per seed
     worst, mean, cost = {}, {}, {}
     for q in candidates:
         w, m = [], []
         for s in seeds:
             # DP rings and PP pairs run at different moments: price each kind on its own and
             # weight by its bytes per iteration
-            sds = {k: collision_slowdown(fabric, g, qps=q, seed=s) for k, g in groups.items()}
+            sds = {k: collision_slowdown(fabric, g, qps=q, seed=s, paths=paths[s])
+                   for k, g in groups.items()}
             total = sum(weight.values()) or 1.0
             w.append(sum(weight[k] * sd.worst for k, sd in sds.items()) / total)
             m.append(sum(weight[k] * sd.mean for k, sd in sds.items()) / total)
@@ -108,12 +111,15 @@ class CollectiveChoice:
                                                       #  channels, time_s, default_time_s, times}
 
 
+#: Message sizes the collective search centres its buckets on: 64 KiB .. 1 GiB, x4 apart.
+COLLECTIVE_SIZES = tuple(1 << k for k in range(16, 31, 2))
+
 #: NCCL's example tuner plugin's names for the collective model's algorithms.
 _PLUGIN_ALGO = {"ring": "ring", "tree": "tree"}
 
 
 def search_collectives(fabric, ranks, nccl_base=None, op: str = "allreduce",
-                       sizes=tuple(1 << k for k in range(16, 31, 2)), algos=("ring", "tree"),
+                       sizes=None, algos=("ring", "tree"),
                        protos=("ll", "ll128", "simple"), qps: int = 1,
                        progress=None) -> CollectiveChoice:
     """Per message size, the fastest (algorithm, protocol) of ``run_collective`` on ``ranks``.
@@ -125,7 +131,7 @@ def search_collectives(fabric, ranks, nccl_base=None, op: str = "allreduce",
     from netsim.nccl import NcclConfig
 
     base = (nccl_base or NcclConfig()).with_(qps_per_connection=qps)
-    sizes = sorted(int(s) for s in sizes)
+    sizes = sorted(int(s) for s in (COLLECTIVE_SIZES if sizes is None else sizes))
     edges = [0] + [int(np.sqrt(a * b)) for a, b in zip(sizes, sizes[1:], strict=False)] + [1 << 40]
     rows = []
     server = np.asarray(fabric.nic_server_index)[np.asarray(fabric.gpu_nic_index)]

@@ -51,7 +51,7 @@ def load_calibration(path):
 def run(args: argparse.Namespace) -> int:
     from topologies import load_fabric
     from tuner.jobs import job_from_args
-    from tuner.placement import compare_strategies, read_free_servers
+    from tuner.placement import compare_strategies, read_free_servers, verdict
     from tuner.render import write_placement
 
     fabric = load_fabric(args.fabric)
@@ -67,13 +67,16 @@ def run(args: argparse.Namespace) -> int:
                          "predicted_iteration_s": chosen.iteration_s})
     doc = {"fabric": fabric.name, "world": job.world, "chosen": args.strategy,
            "output": str(args.output) if args.output else None,
-           "strategies": {k: v.to_json() for k, v in results.items()}}
+           "strategies": {k: v.to_json() for k, v in results.items()},
+           "verdict": verdict(results)}
     if args.json:
         print_json(doc)
         return 0
     rows = [[k, v.cross_tor_bytes / 1e9, v.cross_pod_bytes / 1e9, v.iteration_s]
             for k, v in results.items()]
-    print(format_table(["strategy", "cross_tor_GB", "cross_pod_GB", "iteration_s"], rows))
+    print(format_table(["strategy", "cross_tor_GB", "cross_pod_GB", "iteration_s"], rows,
+                       floatfmt=".4f"))
+    print(doc["verdict"])
     if args.output:
         print(f"wrote {args.output} ({args.strategy})")
     return 0

@@ -47,6 +47,30 @@ def register(sub) -> argparse.ArgumentParser:
     return p
 
 
+def _progress_reporter(stream):
+    """(``step(name, fraction)``, ``close()``): a progress bar on a terminal, else one line
+    per step on ``stream`` with the elapsed wall time (logs of batch jobs keep them)."""
+    import time
+
+    if stream.isatty():
+        bar = progress(total=100, desc="recommend", enabled=True)
+        if bar is not None:
+            def bar_step(name: str, frac: float) -> None:
+                bar.set_description(f"recommend: {name}")
+                bar.update(int(frac * 100) - bar.n)
+
+            return bar_step, bar.close
+    t0, last = time.perf_counter(), [None]
+
+    def line_step(name: str, frac: float) -> None:
+        if name != last[0]:
+            last[0] = name
+            print(f"recommend: {name:<20} {frac:4.0%}  {time.perf_counter() - t0:6.1f} s",
+                  file=stream, flush=True)
+
+    return line_step, lambda: None
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
@@ -68,19 +92,11 @@ def run(args: argparse.Namespace) -> int:
         free_servers=read_free_servers(args.free, fabric) if args.free else None,
         seed=args.seed, scheduler=args.scheduler, workers=args.workers,
         adaptive_retrans=args.adaptive_retrans)
-    bar = progress(total=100, desc="recommend", enabled=sys.stderr.isatty())
-
-    def step(name: str, frac: float) -> None:
-        if bar is None:
-            return
-        bar.set_description(f"recommend: {name}")
-        bar.update(int(frac * 100) - bar.n)
-
+    step, close = _progress_reporter(sys.stderr)
     try:
         rec = recommend(fabric, job, opts, progress=step)
     finally:
-        if bar is not None:
-            bar.close()
+        close()
     paths = write_outputs(rec, args.output)
     if args.json:
         print_json({**rec.to_json(), "files": [str(p) for p in paths]})
