@@ -4,10 +4,12 @@ Reference scenario (issue 3): a permutation of 2 MB flows on fat-tree-k8 (128 ho
 links, 4096 B MTU, lossless (PFC on), DCQCN. Prints data packets and events per wall second
 and per CPU second (the steadier figure on a shared machine), events per packet, and the
 ratio of the engine's event rate to simpy's; ``--scaling`` adds a curve over flow sizes
-(cost should be linear in packets).
+(0.25x to 2x the size: cost should be linear in packets) and ``--memory`` the peak traced
+Python memory of each run, measured in a separate untimed run (it should stay flat as flows
+grow: the engine holds the packets in flight, not the flows' bytes).
 
-Run: ``python benchmarks/bench_packet.py [--cc dcqcn] [--size 2MB] [--scaling] [--json]``
-(about a minute on 2 shared cores). ``--profile`` prints pyinstrument's top entries.
+Run: ``python benchmarks/bench_packet.py [--cc dcqcn] [--size 2MB] [--scaling] [--memory]
+[--json]`` (about a minute on 2 shared cores). ``--profile`` prints pyinstrument's top entries.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import tracemalloc
 
 import numpy as np
 import simpy
@@ -53,7 +56,10 @@ def main(argv=None) -> int:
     ap.add_argument("--size", default="2MB", help="bytes per flow (default 2MB)")
     ap.add_argument("--k", type=int, default=8, help="fat-tree radix (default 8: 128 hosts)")
     ap.add_argument("--gbps", type=float, default=400.0, help="link speed (default 400)")
-    ap.add_argument("--scaling", action="store_true", help="also run 0.5x and 0.25x the size")
+    ap.add_argument("--scaling", action="store_true",
+                    help="also run 0.25x, 0.5x and 2x the size")
+    ap.add_argument("--memory", action="store_true",
+                    help="peak traced memory of each run (a separate, untimed run)")
     ap.add_argument("--profile", action="store_true", help="print pyinstrument's profile")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -70,12 +76,18 @@ def main(argv=None) -> int:
     if args.profile:
         prof.stop()
         print(prof.output_text(unicode=False, color=False, show_all=False))
-    row = _row(res, wall, cpu, size, simpy_wall, simpy_cpu)
-    rows = [row]
+    rows = [_row(res, wall, cpu, size, simpy_wall, simpy_cpu)]
     if args.scaling:
-        for frac in (0.5, 0.25):
+        for frac in (0.25, 0.5, 2.0):
             r, w, c = engine_run(fabric, int(size * frac), args.cc)
             rows.append(_row(r, w, c, int(size * frac), simpy_wall, simpy_cpu))
+        rows.sort(key=lambda r: r["size_B"])
+    if args.memory:
+        for r in rows:
+            tracemalloc.start()
+            engine_run(fabric, r["size_B"], args.cc)
+            r["peak_MiB"] = tracemalloc.get_traced_memory()[1] / 2**20
+            tracemalloc.stop()
     out = {"scenario": f"permutation on fat-tree-k{args.k} ({len(fabric.nics)} hosts), "
                        f"{args.gbps:g}G, MTU 4096, PFC on, cc={args.cc}",
            "simpy_events_per_wall_s": simpy_wall, "simpy_events_per_cpu_s": simpy_cpu,
@@ -87,6 +99,7 @@ def main(argv=None) -> int:
     print(f"bare simpy timeout loop: {simpy_wall:,.0f} events/wall s, {simpy_cpu:,.0f} events/CPU s")
     hdr = ("size_B", "data_pkts", "events", "ev/pkt", "wall_s", "cpu_s", "pkts/wall_s",
            "pkts/cpu_s", "events/cpu_s", "ratio_to_simpy", "all_done")
+    hdr += ("peak_MiB",) if args.memory else ()
     print("  ".join(f"{h:>12}" for h in hdr))
     for r in rows:
         print("  ".join(f"{r[h]:>12,.3f}" if isinstance(r[h], float) else f"{r[h]!s:>12}"
