@@ -275,7 +275,8 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
                         "best": cc.best.__dict__, "feasible": cc.feasible,
                         "pause_reduction": cc.pause_reduction,
                         "goodput_change": cc.goodput_change, "evaluations": len(cc.evaluations)},
-                 "retransmit": {"design_flap_s": rt.design_flap_s,
+                 "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
+                                "design_flap_s": rt.design_flap_s,
                                 "default": _rt_json(rt.default), "recommended": _rt_json(rt.recommended)}})
 
 

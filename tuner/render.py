@@ -34,6 +34,9 @@ TUNER_CSV_COLUMNS = ("collective", "min_bytes", "max_bytes", "algorithm", "proto
 TUNER_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 TUNER_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 TUNER_PROTOCOLS = ("ll", "ll128", "simple")
+#: The example plugin reads its file with ``fgets(line, 256, f)``: a longer line is cut in two
+#: (plugins/tuner/example/plugin.c, MAX_LINE_LENGTH).
+TUNER_MAX_LINE = 256
 #: Light in fibre: ~5 ns per metre (refractive index ~1.5).
 CABLE_NS_PER_M = 5.0
 
@@ -107,6 +110,10 @@ def write_tuner_csv(path: Path, rows: Iterable[TunerRow]) -> None:
     lines = ["# NCCL example tuner plugin config (NCCL_TUNER_CONFIG_FILE); -1 = any",
              "# " + ",".join(TUNER_CSV_COLUMNS)]
     lines += [",".join(r.cells()) for r in rows]
+    for line in lines:
+        if len(line) + 1 >= TUNER_MAX_LINE:
+            raise ValueError(f"nccl_tuner.csv line {line[:40]!r}...: {len(line)} characters; "
+                             f"the plugin reads at most {TUNER_MAX_LINE - 2} per line")
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -225,6 +232,9 @@ def parse_tuner_csv(text: str) -> list[TunerRow]:
     """Parse the plugin CSV the way plugin.c does: skip ``#``/blank lines, 8 to 10 fields."""
     rows = []
     for n, line in enumerate(text.splitlines(), 1):
+        if len(line) + 1 >= TUNER_MAX_LINE:
+            raise ValueError(f"nccl_tuner.csv line {n}: {len(line)} characters, the plugin's "
+                             f"fgets buffer holds {TUNER_MAX_LINE - 2}")
         if not line.strip() or line.startswith("#"):
             continue
         f = [c.strip() for c in line.split(",")]

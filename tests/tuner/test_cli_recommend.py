@@ -24,7 +24,11 @@ def test_recommend_cli_small(tmp_path, capsys) -> None:
                "--flaps", "lognormal:median=1s,p99=6s,count=4", "--probe", "-o", str(out),
                "--json"])
     assert rc == 0
-    doc = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    # progress on stderr, one line per step when stderr is not a terminal
+    steps = [ln.split()[1] for ln in captured.err.splitlines() if ln.startswith("recommend: ")]
+    assert steps[0] == "placement" and steps[-1] == "done" and "congestion" in steps
     assert len(doc["files"]) == 6 and all((out / n).is_file() for n in (
         "nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf", "switch_qos.yaml", "placement.json",
         "report.md"))
@@ -60,3 +64,26 @@ def test_dask_executor_needs_the_extra(monkeypatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_dask)
     with pytest.raises(ValueError, match="dist"):
         make_executor("tcp://127.0.0.1:8786")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dp", [16, 192])
+def test_recommend_gpt3_on_megascale(tmp_path, capsys, dp) -> None:
+    # the README's main command (1,024 GPUs) and the same job on all 12,288 GPUs
+    from tuner import render
+
+    out = tmp_path / "reco"
+    assert main(["recommend", "--fabric", "megascale", "--job", "gpt3-175b", "--dp", str(dp),
+                 "-o", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    world = 8 * 8 * dp
+    ranks = json.loads((out / "placement.json").read_text())["ranks"]
+    assert len(ranks) == world and len({r["gpu"] for r in ranks}) == world
+    assert render.parse_env_file((out / "nccl.env").read_text()) == doc["env"]
+    assert all(r.n_ranks == dp for r in render.parse_tuner_csv((out / "nccl_tuner.csv").read_text()))
+    assert doc["iteration_recommended_s"] <= doc["iteration_default_s"] * 1.001
+    report = (out / "report.md").read_text()
+    placement_row = next(s for s in doc["settings"] if s["name"] == "rank placement")
+    assert placement_row["effect"] in report
+    if dp == 16:   # an empty fabric: the scheduler's order is already ToR-aligned
+        assert placement_row["effect"].startswith("topo gives no gain over linear")

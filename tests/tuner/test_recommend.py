@@ -60,9 +60,19 @@ def test_every_file_parses(reco) -> None:
     env = render.parse_env_file((out / "nccl.env").read_text())
     assert {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT",
             "NCCL_IB_TC"} <= set(env)
-    rows = render.parse_tuner_csv((out / "nccl_tuner.csv").read_text())
+    assert env == rec.env
+    assert _sourced_by_bash(out / "nccl.env", env) == env
+    csv_text = (out / "nccl_tuner.csv").read_text()
+    rows = render.parse_tuner_csv(csv_text)
     assert rows and rows[0].min_bytes == 0
     assert all(a.max_bytes + 1 == b.min_bytes for a, b in zip(rows, rows[1:], strict=False))   # no gaps
+    # the plugin's column order as its header comment, '#' in column 0 (plugin.c skips
+    # line[0] == '#'); every row names its channels: the plugin sets *nChannels = 1 first
+    # and keeps it for -1, which would pin NCCL to one channel
+    header = [ln for ln in csv_text.splitlines() if ln.startswith("# collective")]
+    assert header and header[0][2:].split(",") == list(render.TUNER_CSV_COLUMNS)
+    assert all(r.channels >= 1 and r.n_ranks == rec.job["dp"] for r in rows)
+    assert all(len(ln) < render.TUNER_MAX_LINE - 1 for ln in csv_text.splitlines())
     ini = configparser.ConfigParser()
     ini.read_string((out / "nic_dcqcn.conf").read_text())
     assert "rpg_time_reset" in ini["roce_rp"] and "min_time_between_cnps" in ini["roce_np"]
@@ -70,6 +80,20 @@ def test_every_file_parses(reco) -> None:
     assert qos["ecn"]["kmin_bytes"] <= qos["ecn"]["kmax_bytes"]
     placement = json.loads((out / "placement.json").read_text())
     assert len({r["gpu"] for r in placement["ranks"]}) == len(placement["ranks"])
+
+
+def _sourced_by_bash(path, names) -> dict:
+    """What ``. nccl.env`` exports in a real shell (skipped where there is no bash)."""
+    import shutil
+    import subprocess
+
+    bash = shutil.which("bash")
+    if bash is None:
+        pytest.skip("no bash to source nccl.env with")
+    script = f". {path} && " + " && ".join(f'printf "%s\\0" "${n}"' for n in names)
+    out = subprocess.run([bash, "--norc", "--noprofile", "-euc", script], check=True,
+                         capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout
+    return dict(zip(names, out.split("\0")[:-1], strict=True))
 
 
 def test_report_effects_are_simulator_outputs(reco, small_clos, small_job, striped_free) -> None:
@@ -94,3 +118,27 @@ def test_report_effects_are_simulator_outputs(reco, small_clos, small_job, strip
         rec.iteration_recommended_s)
     cc = rec.details["cc"]
     assert f"{cc['default']['pause_ns'] / 1e3:.1f} -> {cc['best']['pause_ns'] / 1e3:.1f} us" in report
+    assert f"goodput {cc['default']['goodput']:.3f} -> {cc['best']['goodput']:.3f}" in report
+
+
+def test_report_qp_and_retransmit_rows_are_simulator_outputs(reco, small_clos, small_job) -> None:
+    from tuner.retransmit import RetransmitSetting, evaluate, parse_flaps
+
+    rec, out, _ = reco
+    rows = {s.name: s for s in rec.settings}
+    # QPs: the flow engine's collision slowdown of the written placement, recomputed
+    pos = {g: i for i, g in enumerate(small_clos.gpus)}
+    import numpy as np
+
+    gpus = np.array([pos[r["gpu"]] for r in sorted(rec.ranks, key=lambda r: r["rank"])])
+    qp = search_qps(small_clos, small_job, gpus, seeds=(0, 1))
+    row = rows["NCCL_IB_QPS_PER_CONNECTION"]
+    assert row.recommended == qp.qps
+    assert row.effect == f"collision slowdown {qp.slowdown[1]:.3f}x -> {qp.slowdown[qp.qps]:.3f}x"
+    # retransmit: the survival model of the written timeout / retry count
+    env = rec.env
+    s = RetransmitSetting(int(env["NCCL_IB_TIMEOUT"]), int(env["NCCL_IB_RETRY_CNT"]))
+    r = evaluate(s, parse_flaps(rec.details["retransmit"]["flaps"]))
+    assert f"job {rec.details['retransmit']['default']['job_survival']:.3f} -> " \
+           f"{r.job_survival:.3f}" in rows["NCCL_IB_TIMEOUT"].effect
+    assert s.survivable_flap_s > rec.details["retransmit"]["design_flap_s"]
