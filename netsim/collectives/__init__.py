@@ -8,10 +8,12 @@ Public API::
 ``run_collective(fabric, "allreduce", ranks=1024, size_bytes=1 << 30, nccl=NcclConfig())``
 returns time, algbw and busbw in nccl-tests' terms, per-link load and ECMP collision
 statistics; ``run_concurrent(fabric, calls, nccl)`` returns each call's finish time when they
-share the fabric. See ``docs/flow-engine.md``.
+share the fabric; ``alltoall_load(fabric, ranks, size_bytes, nccl)`` is the all-to-all in load
+mode (per-link bytes routed in bulk, for 10,000+ GPUs). See ``docs/flow-engine.md``.
 """
 
 from netsim.collectives.algorithms import OPS, Plan, build_plan, busbw_factor, canonical_op
+from netsim.collectives.load import alltoall_load
 from netsim.collectives.runner import (
                                        CollectiveCall,
                                        CollectiveResult,
@@ -21,5 +23,5 @@ from netsim.collectives.runner import (
                                        simulate_calls,
 )
 
-__all__ = ["OPS", "CollectiveCall", "CollectiveResult", "Plan", "build_plan", "busbw_factor",
+__all__ = ["OPS", "CollectiveCall", "alltoall_load", "CollectiveResult", "Plan", "build_plan", "busbw_factor",
            "canonical_op", "resolve_ranks", "run_collective", "run_concurrent", "simulate_calls"]
