@@ -198,7 +198,7 @@ def simulate_calls(fabric, calls: list[CollectiveCall], nccl: NcclConfig | None 
     calls : list of CollectiveCall
     nccl : NcclConfig, optional
         Default settings (``NcclConfig()``); a call's own ``nccl`` wins.
-    model : {"maxmin", "dcqcn"} or SharingModel
+    model : {"maxmin", "dcqcn"} or SharingModel (``pfc`` needs per-QP paths: use simulate_flows)
     router : topologies.routing.Router, optional
         Default ``Router(fabric, seed=seed, failed_links=failed_links)``.
     seed : int

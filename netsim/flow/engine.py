@@ -107,7 +107,7 @@ def simulate_flows(fabric, flows, model: str | SharingModel = "maxmin", router=N
     flows : sequence of netsim.traffic.Flow
         ``src``/``dst`` are GPU or NIC names (a NIC endpoint means traffic that starts and ends
         at the NIC, with no PCIe hop).
-    model : {"maxmin", "dcqcn"} or SharingModel
+    model : {"maxmin", "dcqcn", "pfc"} or SharingModel
     router : topologies.routing.Router, optional
         Default ``Router(fabric, seed=seed, failed_links=failed_links)``.
     seed : int
@@ -161,7 +161,7 @@ def simulate_paths(fabric, qp_paths, flow_bytes, flow_start_ps=None, qp_flow=Non
     flow_start_ps : sequence of int, optional
     qp_flow : sequence of int, optional
         Flow of every QP (default: one QP per flow).
-    model : {"maxmin", "dcqcn"} or SharingModel
+    model : {"maxmin", "dcqcn", "pfc"} or SharingModel
     """
     sharing = make_model(model)
     qp_flow = np.arange(len(qp_paths)) if qp_flow is None else np.asarray(qp_flow, np.int64)

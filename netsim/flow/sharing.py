@@ -16,7 +16,16 @@
     (feedback delay, 55 us timers) and so cost the same order as packet simulation at scale,
     while the steady-state effect on long flows is one number per contended link that the
     packet engine measures directly. ``eta`` is fitted against the packet engine
-    (``docs/validation.md``, "Flow engine vs packet engine").
+    (``docs/validation.md``, "Flow engine vs packet engine") on long flows: the model describes
+    DCQCN's steady state, which NIC-default DCQCN reaches within about 10 ms of a flow (20 MB
+    flows at 100 Gb/s are too short: per flow they are 12-26% off, only their mean matches).
+
+``pfc``
+    Greedy flows (CC ``none``) on a lossless fabric: FIFO egress queues shared per ingress port
+    under PFC, with head-of-line blocking and back-pressure (:mod:`netsim.flow.pfc`). What the
+    packet engine gives with CC ``none`` where max-min does not: flows merging through one
+    ingress port, one sender feeding two congested receivers, HOL victims. Needs ordered paths
+    (``simulate_flows`` / ``simulate_paths``), not lockstep collective groups.
 """
 
 from __future__ import annotations
@@ -43,7 +52,7 @@ class SharingModel:
     Attributes
     ----------
     name : str
-        ``maxmin`` or ``dcqcn``.
+        ``maxmin``, ``dcqcn`` or ``pfc``.
     dcqcn_efficiency : float
         Fraction of a contended link's capacity DCQCN flows obtain together (``dcqcn`` only).
     wire_efficiency : float
@@ -52,9 +61,10 @@ class SharingModel:
     """
 
     name: str = "maxmin"
-    # fitted by netsim.flow.crosscheck.fit_dcqcn_efficiency on its five scenarios (20 MB flows,
-    # packet engine with NIC-default DCQCN, 2026-12-02); see docs/validation.md
-    dcqcn_efficiency: float = 0.82
+    # fitted by netsim.flow.crosscheck.fit_dcqcn_efficiency on its five scenarios with 200 MB
+    # flows and NIC-default DCQCN (``python -m netsim.flow.crosscheck``, "firmware 200MB",
+    # packet engine of 2026-12-03); see docs/validation.md
+    dcqcn_efficiency: float = 0.95
     wire_efficiency: float = ROCE_PAYLOAD_FRACTION
 
     def __post_init__(self) -> None:
