@@ -1,16 +1,23 @@
 """Benchmark: the recommendation run (``netsim recommend``) on megascale with GPT-3 175B.
 
-Run: ``python benchmarks/bench_recommend.py [--job gpt3-175b] [--budget 16] [--json]``.
+Run: ``python benchmarks/bench_recommend.py [--job gpt3-175b] [--dp 16 192] [--budget 16]
+[--repeat 3] [--json]``.
 
-Prints the wall and CPU time of each step of :func:`tuner.recommend.recommend` (from its
-progress callback), the whole run, and the congestion-control search alone with 1 and 2 local
-worker processes (the parallel speed-up of the ``concurrent.futures`` evaluations).
+For every data-parallel width given (16: the packaged 1,024-GPU job; 192: all 12,288 GPUs of
+megascale) it prints the median over ``--repeat`` runs of the wall time of each step of
+:func:`tuner.recommend.recommend` (from its progress callback) and of the whole run, then the
+congestion-control search alone with 1 and 2 local worker processes (the parallel speed-up of
+the ``concurrent.futures`` evaluations). The machine is shared: the load average before and
+after is printed with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
+import statistics
 import time
 
 from topologies import load_fabric
@@ -27,12 +34,20 @@ def steps(fabric, job, budget: int) -> tuple[dict, float, float]:
     recommend(fabric, job, RecommendOptions(budget=budget),
               progress=lambda name, _f: marks.append((name, time.perf_counter())))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    out, prev = {}, t0
+    out: dict[str, float] = {}
     for (name, t), (_, t_next) in zip(marks, marks[1:] + [("end", t0 + wall)], strict=False):
         out[name] = out.get(name, 0.0) + (t_next - t)
-        prev = t
-    del prev
     return out, wall, cpu
+
+
+def median_steps(fabric, job, budget: int, repeat: int) -> dict:
+    """Per-step and total medians over ``repeat`` runs."""
+    runs = [steps(fabric, job, budget) for _ in range(repeat)]
+    names = list(runs[0][0])
+    return {"steps_wall_s": {n: statistics.median(r[0].get(n, 0.0) for r in runs) for n in names},
+            "wall_s": statistics.median(r[1] for r in runs),
+            "cpu_s": statistics.median(r[2] for r in runs),
+            "wall_s_all": [r[1] for r in runs]}
 
 
 def cc_scaling(fabric, job, budget: int) -> dict[int, float]:
@@ -51,24 +66,38 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fabric", default="megascale")
     ap.add_argument("--job", default="gpt3-175b")
+    ap.add_argument("--dp", type=int, nargs="+", default=[16, 192],
+                    help="data-parallel widths to run (default: 16 and 192)")
     ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    fabric, job = load_fabric(a.fabric), load_job(a.job)
-    per_step, wall, cpu = steps(fabric, job, a.budget)
-    scaling = cc_scaling(fabric, job, a.budget)
-    doc = {"fabric": fabric.name, "job": a.job, "gpus": job.world, "budget": a.budget,
-           "wall_s": wall, "cpu_s": cpu, "steps_wall_s": per_step, "cc_search_wall_s": scaling,
-           "cc_speedup_2_workers": scaling[1] / scaling[2]}
+    fabric = load_fabric(a.fabric)
+    doc = {"fabric": fabric.name, "job": a.job, "budget": a.budget, "repeat": a.repeat,
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+           "cpus": os.cpu_count(), "load_before": os.getloadavg(), "runs": []}
+    for dp in a.dp:
+        job = load_job(a.job, dp=dp)
+        run = {"dp": dp, "gpus": job.world, **median_steps(fabric, job, a.budget, a.repeat)}
+        scaling = cc_scaling(fabric, job, a.budget)
+        run.update(cc_search_wall_s=scaling, cc_speedup_2_workers=scaling[1] / scaling[2])
+        doc["runs"].append(run)
+    doc["load_after"] = os.getloadavg()
     if a.json:
         print(json.dumps(doc, indent=2))
         return
-    print(f"recommend {a.job} ({job.world} GPUs) on {fabric.name}, budget {a.budget}: "
-          f"{wall:.1f} s wall, {cpu:.1f} s CPU (main process)")
-    for name, s in per_step.items():
-        print(f"  {name:22s} {s:7.2f} s")
-    print(f"CC search: 1 worker {scaling[1]:.1f} s, 2 workers {scaling[2]:.1f} s, "
-          f"speed-up {scaling[1] / scaling[2]:.2f}x")
+    print(f"{doc['date']}, {doc['cpus']} CPUs, load average before "
+          f"{doc['load_before'][0]:.1f}, after {doc['load_after'][0]:.1f}")
+    for run in doc["runs"]:
+        print(f"recommend {a.job} dp={run['dp']} ({run['gpus']} GPUs) on {fabric.name}, budget "
+              f"{a.budget}: median of {a.repeat}: {run['wall_s']:.1f} s wall "
+              f"({', '.join(f'{w:.1f}' for w in run['wall_s_all'])}), {run['cpu_s']:.1f} s CPU "
+              "(main process)")
+        for name, s in run["steps_wall_s"].items():
+            print(f"  {name:22s} {s:7.2f} s")
+        sc = run["cc_search_wall_s"]
+        print(f"  CC search alone: 1 worker {sc[1]:.1f} s, 2 workers {sc[2]:.1f} s, "
+              f"speed-up {run['cc_speedup_2_workers']:.2f}x")
 
 
 if __name__ == "__main__":
