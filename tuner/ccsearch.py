@@ -238,9 +238,10 @@ def make_executor(scheduler: str | None = None, workers: int | None = None):
     """Local process pool, or a Dask cluster's executor when ``scheduler`` is an address."""
     if scheduler:
         try:
-            from dask.distributed import Client  # optional extra: pip install .[dist]
+            from dask.distributed import Client  # optional: pip install "dask[distributed]"
         except ImportError as exc:
-            raise ValueError("--scheduler needs dask.distributed: install the 'dist' extra") from exc
+            raise ValueError("--scheduler needs dask.distributed: "
+                             "pip install \"dask[distributed]\"") from exc
         return Client(scheduler).get_executor()
     from concurrent.futures import ProcessPoolExecutor
 
