@@ -249,6 +249,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     summary = {
         "fabric": fabric.name, "job": f"{job.model} tp={job.tp} pp={job.pp} dp={job.dp} "
         f"({job.world} GPUs) on {job.gpu}",
+        "placement": place_verdict,
         "predicted iteration (defaults: scheduler order, 1 QP)": f"{t_def:.4f} s",
         "predicted iteration (placement + QPs recommended)": f"{t_rec:.4f} s "
         f"({(t_def / t_rec - 1) * 100:+.2f}% throughput)",
@@ -257,7 +258,8 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     }
     notes = [
         "Iteration times come from netsim.workload.predict with the flow engine's ECMP "
-        "collision slowdown on every network collective; DCQCN dynamics, the retransmit "
+        "collision slowdown on every network collective (the first max-min allocation of all "
+        "groups of a kind running at once, against a non-blocking fabric); DCQCN dynamics, the retransmit "
         "setting and the tuner CSV are reported on their own rows (their own simulators).",
         f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
         "restart of 600 s in the expected stall (assumption).",
