@@ -12,6 +12,15 @@ bandwidth, ``shared/reference/nccl-roce.md`` 2.1), one point per (op, scope, siz
 Scope comes from the hosts of the group's ranks (one host: ``server``).
 
 Residuals: relative RMS and worst relative error of each fit over its own points.
+
+Shared host (``host_cores``, the CPU trainer): when the ranks of a trace time-slice ``C`` cores,
+a record's wall time is its work stretched by the sharing. Every duration above is then the
+record's *dedicated-core* work ``integral of min(1, C / n(t)) dt`` over it, with ``n(t)`` the
+runnable ranks at time ``t`` (a rank in a compute record or between records counts 1, a rank
+inside a collective ``comm_weight``; clocks aligned on the world's loss all-reduce, which ends
+together on every rank). What each rank-step spends outside the fitted compute records
+(collectives, framework overhead) is fitted as ``HostCost`` (``netsim.workload.host``):
+``cpu_iter_s + messages x cpu_msg_s + bus bytes / cpu_bytes_per_s`` (messages: ring steps).
 """
 
 from __future__ import annotations
@@ -27,9 +36,10 @@ import numpy as np
 
 from netsim.hardware import HardwareProfile
 from netsim.models import ModelConfig
-from netsim.traces import TraceRun
-from netsim.workload.comm import AlphaBeta, AnalyticCommModel, bus_factor
+from netsim.traces import RankTrace, TraceRun
+from netsim.workload.comm import AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
 from netsim.workload.compute import OPTIMIZER_BYTES_PER_PARAM, RooflineCompute, TaskShape
+from netsim.workload.host import HostCost
 from netsim.workload.job import JobSpec, Overlap
 
 SCHEMA = "netsim-calibration/1"
@@ -62,6 +72,15 @@ class Calibration:
     sources: list[str] = field(default_factory=list)
     world_size: int = 1
     """Largest world of the traces (ranks per host when all ran on one host)."""
+    host_cores: float = math.inf
+    """CPU cores the traced ranks shared (``math.inf``: no host model, e.g. GPU traces)."""
+    host: dict[str, float] = field(default_factory=dict)
+    """``HostCost`` fields and the host fit's residuals (empty without a host model)."""
+
+    def host_cost(self) -> HostCost:
+        """CPU cost of collectives and per-step overhead (zero without a host model)."""
+        keys = ("cpu_msg_s", "cpu_bytes_per_s", "cpu_iter_s")
+        return HostCost(**{k: self.host[k] for k in keys if k in self.host})
 
     def comm_model(self, hw: HardwareProfile) -> AnalyticCommModel:
         """Analytic model whose (op, scope) entries are replaced by the fits."""
@@ -85,10 +104,12 @@ class Calibration:
         hw = base or HardwareProfile(name="calibrated", peak_flops_per_s=rate, hbm_bytes=1,
                                      hbm_bytes_per_s=1e11, nvlink_bps=1e11)
         n = max(self.world_size, 1)
-        return hw.replace(gpus_per_server=n, nics_per_server=n)
+        return hw.replace(gpus_per_server=n, nics_per_server=n, host_cores=self.host_cores)
 
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "sources": self.sources, "world_size": self.world_size,
+                "host_cores": None if math.isinf(self.host_cores) else self.host_cores,
+                "host": self.host,
                 "compute": {k: asdict(v) for k, v in self.compute.items()},
                 "comm": {k: asdict(v) for k, v in self.comm.items()}}
 
@@ -150,7 +171,92 @@ def job_from_trace(run: TraceRun) -> JobSpec:
                    overlap=Overlap(dp_grad_reduce=overlapped))
 
 
-def _compute_points(run: TraceRun, skip: int) -> dict[str, list[tuple[float, float]]]:
+class HostTimeline:
+    """Dedicated-core work of any interval of a run whose ranks shared ``cores`` CPU cores.
+
+    ``n(t)``: the runnable ranks (inside an iteration: 1, or ``comm_weight`` while in a
+    blocking collective); ``work(rank, s, e)`` integrates ``min(1, cores / n(t))`` over
+    ``[s, e]`` of that rank's clock. With ``cores = math.inf`` it is the wall time ``e - s``.
+    """
+
+    def __init__(self, run: TraceRun, cores: float = math.inf, comm_weight: float = 0.5) -> None:
+        self.cores = cores
+        self.offset = _clock_offsets(run)
+        self.blocking = [_merged([(c["start_s"], c["end_s"]) for c in r.collectives
+                                  if not c.get("overlapped")]) for r in run.ranks]
+        times, deltas = [], []
+        for i, rank in enumerate(run.ranks):
+            o = self.offset[i]
+            steps = [c for c in rank.compute if c["phase"] == "iteration"]
+            for c in steps or rank.compute:  # without step records: the compute records
+                times += [c["start_s"] - o, c["end_s"] - o]
+                deltas += [1.0, -1.0]
+            for cs, ce in self.blocking[i]:
+                times += [cs - o, ce - o]
+                deltas += [comm_weight - 1.0, 1.0 - comm_weight]
+        if not times:
+            times, deltas = [0.0], [0.0]
+        order = np.argsort(times, kind="stable")
+        self.t = np.asarray(times)[order]
+        n = np.cumsum(np.asarray(deltas)[order])[:-1]
+        share = np.minimum(1.0, cores / np.maximum(n, 1e-12)) if cores < math.inf else 1.0
+        self.cum = np.concatenate([[0.0], np.cumsum(share * np.diff(self.t))])
+
+    def _global(self, s, e):
+        """Integral of the share over global ``[s, e]`` (1 outside the traced span)."""
+        t0, t1 = self.t[0], self.t[-1]
+        outside = np.clip(np.minimum(e, t0) - s, 0, None) + np.clip(e - np.maximum(s, t1), 0, None)
+        return np.interp(e, self.t, self.cum) - np.interp(s, self.t, self.cum) + outside
+
+    def work(self, rank: int, s: float, e: float) -> float:
+        """Dedicated-core seconds of ``[s, e]`` (rank-local times)."""
+        if self.cores == math.inf:
+            return e - s
+        o = self.offset[rank]
+        return float(self._global(s - o, e - o))
+
+    def blocked(self, rank: int, s: float, e: float) -> float:
+        """Dedicated-core seconds of the rank's blocking collectives inside ``[s, e]``."""
+        iv = self.blocking[rank]
+        if not iv.size:
+            return 0.0
+        cs, ce = np.maximum(iv[:, 0], s), np.minimum(iv[:, 1], e)
+        keep = ce > cs
+        if self.cores == math.inf:
+            return float(np.sum(ce[keep] - cs[keep]))
+        o = self.offset[rank]
+        return float(np.sum(self._global(cs[keep] - o, ce[keep] - o)))
+
+
+def _merged(intervals: list[tuple[float, float]]) -> np.ndarray:
+    out: list[list[float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return np.asarray(out, dtype=float).reshape(-1, 2)
+
+
+def _clock_offsets(run: TraceRun) -> list[float]:
+    """Each rank's clock minus rank 0's: the world-wide loss all-reduce ends together."""
+    world = len(run.ranks)
+
+    def ends(rank: RankTrace) -> dict[int, float]:
+        return {c["step"]: c["end_s"] for c in rank.collectives
+                if c["kind"] == "other" and len(c["group"]) == world}
+
+    ref = ends(run.ranks[0])
+    out = []
+    for rank in run.ranks:
+        mine = ends(rank)
+        common = [k for k in ref if k in mine]
+        out.append(float(np.median([mine[k] - ref[k] for k in common])) if common else 0.0)
+    return out
+
+
+def _compute_points(run: TraceRun, skip: int,
+                    tl: HostTimeline) -> dict[str, list[tuple[float, float]]]:
     meta, model = run.meta, model_of(run.meta)
     tp, b = meta["tp"], meta["micro_batch_size"]
     tokens = b * model.seq
@@ -159,22 +265,15 @@ def _compute_points(run: TraceRun, skip: int) -> dict[str, list[tuple[float, flo
             "logits_forward": model.logit_flops_fwd(tokens) / tp,
             "logits_backward": 2 * model.logit_flops_fwd(tokens) / tp}
     samples: dict[str, list[float]] = defaultdict(list)
-    for rank in run.ranks:
-        tps = sorted((c["start_s"], c["end_s"]) for c in rank.collectives if c["kind"] == "tp")
-        starts = np.array([s for s, _ in tps]) if tps else np.zeros(0)
-        ends = np.array([e for _, e in tps]) if tps else np.zeros(0)
+    for i, rank in enumerate(run.ranks):
         for c in rank.compute:
             phase = PHASES.get((c["phase"], c.get("name", "layer")))
+            if c["phase"] == "optimizer" and c["step"] >= skip:
+                phase = f"optimizer@{rank.meta.get('pp_rank', 0)}"
             if phase is None or c["step"] < skip:
                 continue
-            inside = (starts >= c["start_s"]) & (ends <= c["end_s"])
-            samples[phase].append(c["end_s"] - c["start_s"] - float(np.sum(ends[inside]
-                                                                          - starts[inside])))
-        opt = [c["end_s"] - c["start_s"] for c in rank.compute
-               if c["phase"] == "optimizer" and c["step"] >= skip]
-        if opt:
-            stage = rank.meta.get("pp_rank", 0)
-            samples[f"optimizer@{stage}"] += opt
+            samples[phase].append(tl.work(i, c["start_s"], c["end_s"])
+                                  - tl.blocked(i, c["start_s"], c["end_s"]))
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for key, ts in samples.items():
         if key.startswith("optimizer@"):
@@ -182,6 +281,44 @@ def _compute_points(run: TraceRun, skip: int) -> dict[str, list[tuple[float, flo
             out["optimizer"].append((OPTIMIZER_BYTES_PER_PARAM * params, float(np.median(ts))))
         else:
             out[key].append((x_of[key], float(np.median(ts))))
+    return out
+
+
+def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
+                 comm_weight: float) -> list[tuple[float, float, float]]:
+    """(messages, bus bytes, CPU seconds outside the fitted compute records) per rank-step."""
+    fitted = {"forward", "backward", "optimizer"}
+    out = []
+    for i, rank in enumerate(run.ranks):
+        for it in (c for c in rank.compute if c["phase"] == "iteration" and c["step"] >= skip):
+            s, e = it["start_s"], it["end_s"]
+            cpu = tl.work(i, s, e) - (1.0 - comm_weight) * tl.blocked(i, s, e)
+            for c in rank.compute:
+                if c["step"] == it["step"] and c["phase"] in fitted and (
+                        c["phase"] == "optimizer" or c.get("name", "layer") in ("layer", "head")):
+                    cpu -= tl.work(i, c["start_s"], c["end_s"]) - tl.blocked(
+                        i, c["start_s"], c["end_s"])
+            calls = [c for c in rank.collectives if c["step"] == it["step"]]
+            msgs = sum(ring_steps(c["op"], len(c["group"])) for c in calls)
+            bus = sum(c["bytes"] * bus_factor(c["op"], len(c["group"])) for c in calls)
+            out.append((float(msgs), float(bus), cpu))
+    return out
+
+
+def fit_host(points: list[tuple[float, float, float]]) -> dict[str, float]:
+    """Non-negative least squares ``cpu = iter + messages x msg + bus / bytes_per_s``."""
+    from scipy.optimize import nnls
+
+    a = np.array([[1.0, c, b] for c, b, _ in points])
+    y = np.array([t for _, _, t in points])
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)
+    coef = nnls(a / scale, y)[0] / scale
+    pred = a @ coef
+    rel = (pred - y) / np.where(y > 0, y, 1.0)
+    out = {"cpu_iter_s": float(coef[0]), "cpu_msg_s": float(coef[1]), "points": len(points),
+           "rel_rms": float(np.sqrt(np.mean(rel**2))), "max_rel": float(np.max(np.abs(rel)))}
+    if coef[2] > 0:
+        out["cpu_bytes_per_s"] = float(1.0 / coef[2])
     return out
 
 
@@ -194,36 +331,73 @@ def _stage_params(run: TraceRun, model: ModelConfig, stage: int) -> float:
     return n / meta["tp"] / shard
 
 
-def _comm_points(run: TraceRun, skip: int) -> dict[tuple, list[float]]:
+def _comm_points(run: TraceRun, skip: int, tl: HostTimeline,
+                 comm_weight: float) -> dict[tuple, list[float]]:
+    """Per (op, scope, size, n, kind): call durations (dedicated-core CPU with a host model)."""
     host = {r.meta.get("world_rank", r.meta["rank"]): r.meta.get("host", "") for r in run.ranks}
     out: dict[tuple, list[float]] = defaultdict(list)
-    for rank in run.ranks:
+    for i, rank in enumerate(run.ranks):
         for c in rank.collectives:
             if c["step"] < skip or c["op"] == "recv" or len(c["group"]) < 2:
                 continue
             scope = "server" if len({host.get(g, "?") for g in c["group"]}) == 1 else "tor"
-            out[(c["op"], scope, int(c["bytes"]), len(c["group"]), c["kind"])].append(
-                c["end_s"] - c["start_s"])
+            t = c["end_s"] - c["start_s"]
+            if tl.cores < math.inf:
+                t = comm_weight * tl.work(i, c["start_s"], c["end_s"])
+            out[(c["op"], scope, int(c["bytes"]), len(c["group"]), c["kind"])].append(t)
     return out
 
 
-def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = ()) -> Calibration:
-    """Fit every phase and every (op, scope) the measurements cover."""
+COMM_WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
+                    host_cores: float | None = None,
+                    comm_weight: float | None = None) -> Calibration:
+    """Fit every phase and every (op, scope) the measurements cover.
+
+    Parameters
+    ----------
+    runs, benches
+        Trainer traces and ``trainer.bench`` results.
+    host_cores : float, optional
+        CPU cores the traced ranks shared (the CPU trainer on one host). Given, durations are
+        dedicated-core work (module doc) and the host cost is fitted; ``None``: wall times.
+        A run whose ``host.json`` says fewer cores were left to it (other load) uses those.
+    comm_weight : float, optional
+        Runnable weight of a rank inside a blocking collective (gloo's CPU share), in [0, 1];
+        ``None``: the one of ``COMM_WEIGHTS`` whose calibration predicts the calibration
+        runs' own iteration times best (median relative error).
+    """
+    cores = math.inf if host_cores is None else float(host_cores)
+    if comm_weight is None:
+        if cores == math.inf or not runs:
+            comm_weight = 0.5  # unused without a host model
+        else:
+            fits = [fit_calibration(runs, benches, cores, w) for w in COMM_WEIGHTS]
+            return min(fits, key=lambda c: _self_error(c, runs))
     cpts: dict[str, list[tuple[float, float]]] = defaultdict(list)
     mpts: dict[tuple, list[float]] = defaultdict(list)
+    hpts: list[tuple[float, float, float]] = []
     for run in runs:
         skip = 1 if len(run.ranks[0].iterations) > 1 else 0
-        for k, v in _compute_points(run, skip).items():
+        tl = HostTimeline(run, min(cores, float(run.host.get("available_cores", cores))),
+                          comm_weight)
+        for k, v in _compute_points(run, skip, tl).items():
             cpts[k] += v
-        for k, v in _comm_points(run, skip).items():
+        for k, v in _comm_points(run, skip, tl, comm_weight).items():
             mpts[k] += v
+        if cores < math.inf:
+            hpts += _host_points(run, skip, tl, comm_weight)
     for bench in benches:
         for r in bench:
             n = len(r.get("group") or []) or 2
             key = (r["op"], r.get("scope", "server"), int(r["size_bytes"]), n, "bench")
             mpts[key].append(r["time_s"])
     cal = Calibration(sources=[r.path for r in runs],
-                      world_size=max((r.meta["world_size"] for r in runs), default=1))
+                      world_size=max((r.meta["world_size"] for r in runs), default=1),
+                      host_cores=cores,
+                      host={**fit_host(hpts), "comm_weight": comm_weight} if hpts else {})
     for phase, pts in cpts.items():
         x, t = np.array(pts).T
         cal.compute[phase] = fit_linear(x, t)
@@ -239,6 +413,20 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = ()) -> Cal
     return cal
 
 
+def _self_error(cal: Calibration, runs: list[TraceRun]) -> float:
+    """Median relative error of ``cal`` predicting its own runs (cores left to each run)."""
+    from netsim.workload.predict import predict
+
+    errs = []
+    for run in runs:
+        its = run.iteration_s(skip=1)
+        cores = min(cal.host_cores, float(run.host.get("available_cores", cal.host_cores)))
+        hw = cal.hardware().replace(host_cores=cores)
+        pred = predict(job_from_trace(run), hardware=hw, calibration=cal).iteration_s
+        errs.append(abs(pred / float(np.median(its)) - 1.0))
+    return float(np.median(errs))
+
+
 def save_calibration(cal: Calibration, path: str | Path) -> None:
     Path(path).write_text(json.dumps(cal.to_json(), indent=2))
 
@@ -252,6 +440,8 @@ def load_calibration(path: str | Path) -> Calibration:
         return Calibration(compute={k: Fit(**v) for k, v in data["compute"].items()},
                            comm={k: Fit(**v) for k, v in data["comm"].items()},
                            sources=list(data.get("sources", [])),
-                           world_size=int(data.get("world_size", 1)))
+                           world_size=int(data.get("world_size", 1)),
+                           host_cores=float(data.get("host_cores") or math.inf),
+                           host={k: float(v) for k, v in (data.get("host") or {}).items()})
     except (KeyError, TypeError) as exc:
         raise ValueError(f"calibration {path}: bad field ({exc})") from None

@@ -68,6 +68,10 @@ class HardwareProfile:
     """Fused attention kernels (no s^2 softmax traffic)."""
     network_scale: float = 1.0
     """What-if multiplier of every network bandwidth (the fabric's NIC rate or ``nic_bps``)."""
+    host_cores: float = math.inf
+    """CPU cores the ranks of one server share for their work (``netsim.workload.host``):
+    infinite for a GPU server (each rank's work runs on its own GPU), the core count for the
+    CPU trainer, whose ``gpus_per_server`` ranks time-slice them."""
 
     def __post_init__(self) -> None:
         for field in ("peak_flops_per_s", "hbm_bytes_per_s", "nvlink_bps", "nic_bps",
@@ -78,6 +82,8 @@ class HardwareProfile:
                       "net_efficiency"):
             if not 0 < getattr(self, field) <= 1:
                 raise ValueError(f"hardware.{field} must lie in (0, 1]")
+        if not self.host_cores > 0:
+            raise ValueError("hardware.host_cores must be positive (math.inf: not shared)")
         if self.gpus_per_server <= 0 or self.nics_per_server <= 0:
             raise ValueError("hardware.gpus_per_server and nics_per_server must be positive")
 

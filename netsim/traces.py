@@ -42,6 +42,9 @@ class TraceRun:
     path: str
     ranks: list[RankTrace]
     summary: dict[str, Any]
+    host: dict[str, Any] = field(default_factory=dict)
+    """Optional ``DIR/host.json``: the load on the host during the run (``host_cores``,
+    ``available_cores``, ...), written by ``experiments/heldout_accuracy``; may be empty."""
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -70,7 +73,11 @@ def read_trace_dir(path: str | Path) -> TraceRun:
     ranks = [_read_rank(f) for f in files]
     summary_path = d / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    return TraceRun(path=str(d), ranks=ranks, summary=summary)
+    host_path = d / "host.json"
+    host = json.loads(host_path.read_text()) if host_path.exists() else {}
+    if not isinstance(host, dict):
+        raise ValueError(f"trace {path}: host.json must hold an object")
+    return TraceRun(path=str(d), ranks=ranks, summary=summary, host=host)
 
 
 def _read_rank(path: Path) -> RankTrace:

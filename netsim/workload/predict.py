@@ -41,6 +41,7 @@ from netsim.workload.compute import (
     logit_tasks,
     optimizer_task,
 )
+from netsim.workload.host import HostCost, host_bound_s, stage_calls
 from netsim.workload.job import JobSpec, rank_grid
 from netsim.workload.pipeline import PipelineRun, simulate_pipeline
 
@@ -74,6 +75,8 @@ class Prediction:
     gpus: int
     critical_path: list[dict] = field(default_factory=list)
     job: dict = field(default_factory=dict)
+    host_s: float = 0.0
+    """Processor-sharing bound of a shared host (CPU trainer; 0 for a GPU job)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (contract keys first)."""
@@ -156,12 +159,29 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     say("pricing compute")
     comp = _compute_times(job, model, hw, compute_model)
     say("executing the pipeline")
-    full, run = _iterate(job, comp, comm)
+    crit, run = _iterate(job, comp, comm)
+    host = calibration.host_cost() if calibration and hasattr(calibration, "host_cost") \
+        else HostCost()
+    host_s = host_bound_s(_stage_work_s(job, model, comp, host), grid, loc.server,
+                          hw.host_cores)
+    full = max(crit, host_s)  # netsim.workload.host: processor sharing, work-conserving
     exposed = {}
     for kind in KINDS:
-        exposed[kind] = max(0.0, full - _iterate(job, comp, comm.without([kind]))[0])
-    exposed["total"] = max(0.0, full - _iterate(job, comp, comm.without(KINDS))[0])
-    return _report(job, model, hw, comp, comm, full, run, exposed)
+        without = _iterate(job, comp, comm.without([kind]))[0]
+        exposed[kind] = max(0.0, full - max(without, host_s))
+    exposed["total"] = max(0.0, full - max(_iterate(job, comp, comm.without(KINDS))[0], host_s))
+    pred = _report(job, model, hw, comp, comm, full, run, exposed)
+    pred.host_s = host_s
+    return pred
+
+
+def _stage_work_s(job: JobSpec, model, comp: _ComputeTimes, host: HostCost) -> np.ndarray:
+    """CPU work of one rank of each stage in an iteration (``netsim.workload.host``)."""
+    p, m = job.pp, job.micro_batches
+    layer = comp.tf + comp.tb + (comp.tf if job.recompute else 0.0)
+    work = m * (model.layers // p) * layer + comp.optimizer
+    work[-1] += m * (comp.logits_f + comp.logits_b)
+    return work + np.array([host.work_s(*stage_calls(job, model, s)) for s in range(p)])
 
 
 def _comm_times(job: JobSpec, model, grid: np.ndarray, loc: Locality,

@@ -24,6 +24,14 @@ def register(sub) -> argparse.ArgumentParser:
                    help="trainer trace directory or trainer-bench JSON file")
     p.add_argument("-o", "--output", default="calibration.json",
                    help="where to write the calibration (default calibration.json)")
+    p.add_argument("--host-cores", type=float, default=None, metavar="C",
+                   help="CPU cores the traced ranks shared (CPU trainer on one host): fit "
+                   "dedicated-core work and the host's CPU cost of collectives (default: off, "
+                   "wall times as measured, e.g. GPU traces)")
+    p.add_argument("--comm-weight", type=float, default=None, metavar="W",
+                   help="with --host-cores: runnable weight of a rank inside a blocking "
+                   "collective, in [0, 1] (default: the best fit to the traces' own "
+                   "iteration times)")
     add_json_flag(p)
     return p
 
@@ -36,7 +44,12 @@ def run(args: argparse.Namespace) -> int:
     for path in progress(args.traces, desc="reading traces", enabled=sys.stderr.isatty()):
         item = read_any(path)
         (runs if isinstance(item, TraceRun) else benches).append(item)
-    cal = fit_calibration(runs, benches)
+    if args.host_cores is not None and not args.host_cores > 0:
+        raise ValueError(f"--host-cores must be positive, got {args.host_cores}")
+    if args.comm_weight is not None and not 0.0 <= args.comm_weight <= 1.0:
+        raise ValueError(f"--comm-weight must lie in [0, 1], got {args.comm_weight}")
+    cal = fit_calibration(runs, benches, host_cores=args.host_cores,
+                          comm_weight=args.comm_weight)
     if not cal.compute and not cal.comm:
         raise ValueError("the traces hold no compute or collective records to fit")
     save_calibration(cal, args.output)
@@ -49,6 +62,11 @@ def run(args: argparse.Namespace) -> int:
             for k, f in cal.compute.items()]
     rows += [(f"comm {k}", f.intercept_s, f.rate, f.points, f.rel_rms, f.max_rel)
              for k, f in cal.comm.items()]
+    if cal.host:
+        h = cal.host
+        rows.append((f"host cpu per message (+{h['cpu_iter_s']:.3g} s per iteration)",
+                     h["cpu_msg_s"], h.get("cpu_bytes_per_s", float("inf")), h["points"],
+                     h["rel_rms"], h["max_rel"]))
     print(format_table(["fit", "intercept_s", "rate (/s)", "points", "rel_rms", "max_rel"],
                        rows, floatfmt=".4g"))
     print(f"wrote {args.output}")
