@@ -1,17 +1,55 @@
 """Comm model on the flow engine: a batch of concurrent collectives shares the fabric.
 
-Every call of a batch (all DP groups of the iteration, say) runs at once through
-``netsim.collectives.run_concurrent``, so groups that cross the same ToR uplinks contend and
-ECMP collisions cost what they cost. Groups inside one server use the analytic NVLink model
-(the flow engine would give the same line-rate answer, slower). The flow engine moves bytes at
-line rate; NCCL's protocol efficiency is applied on top, ``t / net_efficiency``, as in the
-analytic model, so the two agree on an uncontended fabric.
+Every call of a batch (the DP groups of *all* pipeline stages, say) is expanded into the
+connections NCCL would open (``netsim.collectives.build_plan``: rings across servers with
+PXN, 16 channels, one QP per connection by default), all of them routed with the fabric's
+ECMP hash, and priced together, so groups that cross the same ToR uplinks contend and ECMP
+collisions cost what they cost. Groups inside one server use the analytic NVLink model (the
+flow engine gives the same line-rate answer, slower).
+
+Two ways of pricing a batch, chosen by the shape of the traffic:
+
+``fluid``
+    The flow engine's fluid run (``netsim.flow.fluid.run_fluid``): every call starts at 0,
+    rates are re-shared max-min whenever a commodity finishes; a call ends when its last
+    commodity does, plus NCCL's latencies. Used for the ring collectives (DP gradient
+    reduction, parameter all-gather, the tied-embedding all-reduce), whose channels are
+    lockstep commodities: a batch of 64 rings of 192 GPUs is 1,024 commodities.
+``steady``
+    One max-min allocation with every connection of the batch active: a transfer takes its
+    latency plus its bytes at the rate of its slowest connection. Used for the pipeline's
+    point-to-point sends, which are independent connections (12,288 pairs x 2 directions x
+    16 channels on megascale): the fluid run of such a batch re-shares rates at every one of
+    thousands of distinct completion times (3,339 events, 528 s CPU for one stage boundary of
+    the 12,288-GPU job), while the transfers it stands for are not one synchronised burst
+    anyway but the repeated exchange of the 1F1B steady state, in which all of them are in
+    flight together.
+
+A rank runs one point-to-point exchange at a time (Megatron's 1F1B sends forward and
+receives backward as one batched call, then the other way round), so a batch of sends whose
+pairs share GPUs (stage ``s`` talks to ``s - 1`` and to ``s + 1``) is split into rounds in
+which every GPU appears once; neighbouring stage boundaries alternate, as they do in 1F1B.
+
+Payload efficiency: the engine already moves RoCEv2 payload at ``wire_efficiency`` (98%) of
+line rate; NCCL's bus bandwidth is ``net_efficiency`` (90%) of line rate in the analytic
+model, so the data bits are scaled by ``wire_efficiency / net_efficiency`` and the latencies
+are NCCL's (``HardwareProfile.intra_latency_s``/``net_latency_s`` per step, 8.4 us base). On an
+uncontended fabric a ring then costs exactly what the alpha-beta closed form says, and the
+difference between the two models is contention alone.
+
+Caching: the plan of one call is built once per distinct (op, size, layout of its members
+over servers) and replicated over the batch by substituting GPUs (exact: the plan depends on
+nothing else); steady-state rates do not depend on the bytes, so they are computed once per
+(op, groups) and reused for every size (a DP batch of one layer's and of all layers'
+gradients share one allocation); a fluid result is kept per (op, groups, sizes).
 """
 
 from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,33 +59,338 @@ from netsim.workload.comm import AnalyticCommModel, CommBatch, Locality, group_s
 OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
        "broadcast": "broadcast", "all_to_all": "alltoall", "send": "sendrecv"}
 NETWORK_KINDS = ("host", "tor-agg", "agg-core")
+MODES = ("auto", "fluid", "steady")
+FLUID_MAX_COMMODITIES = 4096  # auto mode: larger batches take the steady allocation
 
 
 class FlowCommModel:
-    """Price batches with the flow engine (max-min sharing by default)."""
+    """Price batches of concurrent collectives with the flow engine.
+
+    Parameters
+    ----------
+    fabric : topologies.Fabric
+    hw : HardwareProfile
+        Efficiencies, latencies and ``network_scale`` (the fabric's network links are scaled
+        by it; an infinite scale leaves nothing to simulate).
+    nccl : NcclConfig, optional
+        Default: ``NcclConfig`` with the profile's per-step latencies.
+    sharing : str
+        Flow engine sharing model, ``maxmin`` (default) or ``dcqcn``.
+    seed : int
+        Seeds the QP numbers (UDP source ports, hence ECMP paths) and the router.
+    overrides : dict, optional
+        Calibrated alpha-beta for the analytic part (groups inside one server).
+    mode : {"auto", "fluid", "steady"}
+        ``auto``: fluid for lockstep (ring) collectives of at most ``fluid_max_commodities``
+        commodities, steady otherwise (see the module docstring).
+    fluid_max_commodities : int
+        Largest batch ``auto`` runs through the fluid loop.
+    progress : callable, optional
+        Called with a short message before each flow-engine run.
+    """
 
     def __init__(self, fabric, hw: HardwareProfile, nccl=None, sharing: str = "maxmin",
-                 seed: int = 0, overrides: dict | None = None) -> None:
-        self.hw = hw
-        self.analytic = AnalyticCommModel(hw, overrides)
-        self.nccl, self.sharing, self.seed = nccl, sharing, seed
-        self.fabric = _scaled(fabric, hw.network_scale)
+                 seed: int = 0, overrides: dict | None = None, mode: str = "auto",
+                 fluid_max_commodities: int = FLUID_MAX_COMMODITIES,
+                 progress: Callable[[str], None] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}: choose one of {', '.join(MODES)}")
+        from netsim.flow.sharing import make_model
+        from netsim.nccl import NcclConfig
 
+        self.hw, self.mode, self.seed = hw, mode, seed
+        self.fluid_max_commodities = fluid_max_commodities
+        self.analytic = AnalyticCommModel(hw, overrides)
+        if nccl is None:
+            nccl = NcclConfig(alpha_nvlink_us=hw.intra_latency_s * 1e6,
+                              alpha_net_us=hw.net_latency_s * 1e6)
+        self.nccl = nccl
+        self.sharing = make_model(sharing)
+        self.progress = progress
+        self.fabric = _scaled(fabric, hw.network_scale)
+        self._paths = None
+        self._plans: dict = {}
+        self._built: dict = {}
+        self._fluid: dict = {}
+        self.runs = 0
+        """Flow-engine runs made (fluid runs and steady allocations)."""
+
+    # -----------------------------------------------------------------------------------------
     def batch_s(self, batch: CommBatch, loc: Locality) -> np.ndarray:
+        """Time of every call of ``batch``, seconds (input order)."""
         out = np.asarray(self.analytic.batch_s(batch, loc), dtype=np.float64).copy()
         if self.fabric is None:  # infinite network: nothing to simulate
             return out
-        groups = np.atleast_2d(batch.groups)
+        groups = np.atleast_2d(np.asarray(batch.groups, dtype=np.int64))
         sizes = batch.sizes()
         net = np.flatnonzero((group_scopes(groups, loc) > 0) & (sizes > 0))
         if net.size == 0:
             return out
-        from netsim.collectives import CollectiveCall, run_concurrent
-
-        calls = [CollectiveCall(OPS[batch.op], groups[i].tolist(), int(sizes[i])) for i in net]
-        ends = run_concurrent(self.fabric, calls, self.nccl, self.sharing, seed=self.seed)
-        out[net] = np.asarray(ends) / self.hw.net_efficiency
+        rounds = _rounds(groups[net]) if batch.op == "send" else [np.arange(net.size)]
+        for k, r in enumerate(rounds):
+            idx = net[r]
+            if self.progress is not None:
+                tag = f" round {k + 1}/{len(rounds)}" if len(rounds) > 1 else ""
+                self.progress(f"flow engine: {batch.kind} {batch.op} x{idx.size}{tag}")
+            out[idx] = self._price(OPS[batch.op], groups[idx], sizes[idx])
         return out
+
+    def _price(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        built = self._build(op, groups, sizes)
+        mode = self.mode
+        if mode == "auto":
+            small = built.inc.num_flows <= self.fluid_max_commodities
+            mode = "fluid" if built.lockstep and small else "steady"
+        if mode == "steady" and built.phases_per_call > 1:
+            mode = "fluid"  # phases run one after the other: one allocation cannot say when
+        if mode == "steady":
+            return self._steady(built, sizes)
+        key = (op, groups.tobytes(), groups.shape, sizes.tobytes())
+        if key not in self._fluid:
+            self._fluid[key] = self._run_fluid(built, sizes)
+        return self._fluid[key]
+
+    # -----------------------------------------------------------------------------------------
+    def _steady(self, built: _Built, sizes: np.ndarray) -> np.ndarray:
+        """Latency + bytes at the max-min rate of the call's slowest commodity."""
+        if built.rate is None:
+            self.runs += 1
+            built.rate = self.sharing.rates(built.inc, built.capacity_bps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s_per_byte = np.where(built.rate > 0, built.bits_per_byte / built.rate, np.inf)
+        slowest = np.zeros(built.num_calls)
+        np.maximum.at(slowest, built.com_call, s_per_byte)
+        return built.latency_s + sizes * slowest
+
+    def _run_fluid(self, built: _Built, sizes: np.ndarray) -> np.ndarray:
+        from netsim.flow.fluid import FluidProblem, run_fluid
+        from topologies.units import PS_PER_S
+
+        self.runs += 1
+        problem = FluidProblem(
+            inc=built.inc, capacity_bps=built.capacity_bps,
+            size_bits=built.bits_per_byte * sizes[built.com_call], phase=built.phase,
+            phase_chain=built.phase_chain, phase_latency_ps=built.phase_latency_ps,
+            chain_start_ps=np.zeros(built.num_calls, np.int64))
+        res = run_fluid(problem, self.sharing)
+        return np.asarray(res.chain_end_ps, np.float64) / PS_PER_S
+
+    # -----------------------------------------------------------------------------------------
+    def _fabric_paths(self):
+        if self._paths is None:
+            from netsim.flow.paths import FabricPaths
+            from topologies.routing import Router
+
+            self._paths = FabricPaths(self.fabric, Router(self.fabric, seed=self.seed))
+        return self._paths
+
+    def _linear(self, op: str) -> bool:
+        """Whether the plan's bytes are proportional to the call's size (no pipeline fill)."""
+        return op in ("sendrecv", "alltoall") or (
+            op != "broadcast" and self.nccl.algo in ("ring", "hierarchical"))
+
+    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> _Built:
+        """Commodities of every call, as ``netsim.collectives.simulate_calls`` makes them
+        (cached per op and groups; per size too where bytes are not proportional to it)."""
+        linear = self._linear(op)
+        key = (op, groups.tobytes(), groups.shape) + (() if linear else (sizes.tobytes(),))
+        if key not in self._built:
+            self._built[key] = self._construct(op, groups, sizes, linear)
+        return self._built[key]
+
+    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool) -> _Built:
+        from netsim.flow.maxmin import Incidence
+        from topologies.units import s_to_ps
+
+        paths, cfg = self._fabric_paths(), self.nccl
+        scale = self.sharing.wire_efficiency / self.hw.net_efficiency
+        _, layout = _layouts(paths.gpu_server[groups])
+        ref = np.full(len(groups), float(_REF_BYTES)) if linear else sizes
+        comm = _comm_keys(groups)
+        parts: dict[str, list] = {k: [] for k in ("flow", "link", "weight", "bits", "phase",
+                                                   "com_call", "ph_call", "ph_lat")}
+        ncomm, nphase, lockstep, nphases = 0, 0, True, 0
+        latency = np.zeros(len(groups))
+        for u in np.unique(layout):
+            for size in np.unique(ref[layout == u]):
+                calls = np.flatnonzero((layout == u) & (ref == size))
+                rep = groups[calls[0]]
+                plan = self._template(op, rep, int(size))
+                nphases = max(nphases, len(plan.phases))
+                for pi, ph in enumerate(plan.phases):
+                    extra = cfg.base_latency_s if pi == len(plan.phases) - 1 else 0.0
+                    parts["ph_lat"].append(np.full(len(calls), s_to_ps(ph.latency_s + extra)))
+                    parts["ph_call"].append(calls)
+                    latency[calls] += ph.latency_s + extra
+                    com, link, weight, bits, per_call = _replicate(
+                        paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed)
+                    lockstep &= bool((ph.group >= 0).all())
+                    parts["flow"].append(ncomm + com)
+                    parts["link"].append(link)
+                    parts["weight"].append(weight)
+                    parts["bits"].append(bits * scale / int(size))
+                    parts["phase"].append(np.repeat(nphase + np.arange(len(calls)), per_call))
+                    parts["com_call"].append(np.repeat(calls, per_call))
+                    ncomm += per_call * len(calls)
+                    nphase += len(calls)
+        cat = {k: np.concatenate(v) for k, v in parts.items()}
+        if lockstep:  # a channel's connections may cross one link twice: sum them
+            inc = Incidence.from_entries(cat["flow"], cat["link"], cat["weight"],
+                                         np.ones(len(cat["link"])), ncomm, self.fabric.num_links)
+        else:  # one QP per commodity, entries already in commodity order: no duplicates
+            indptr = np.zeros(ncomm + 1, np.int64)
+            np.cumsum(np.bincount(cat["flow"], minlength=ncomm), out=indptr[1:])
+            inc = Incidence.from_csr(indptr, cat["link"], self.fabric.num_links, cat["weight"])
+        return _Built(inc=inc, capacity_bps=np.asarray(self.fabric.link_capacity_bps, np.float64),
+                      bits_per_byte=cat["bits"], com_call=cat["com_call"], phase=cat["phase"],
+                      phase_chain=cat["ph_call"].astype(np.int64),
+                      phase_latency_ps=cat["ph_lat"].astype(np.int64), num_calls=len(groups),
+                      lockstep=lockstep, phases_per_call=nphases, latency_s=latency)
+
+    def _template(self, op: str, gpus: np.ndarray, size: int):
+        """The plan of one call, cached per (op, size, layout of the members over servers)."""
+        from netsim.collectives import build_plan
+
+        paths = self._fabric_paths()
+        key = (op, size, _first_same(paths.gpu_server[gpus][None, :]).tobytes())
+        if key not in self._plans:
+            self._plans[key] = _Mapped(build_plan(paths, gpus, op, size, self.nccl), gpus)
+        return self._plans[key]
+
+
+_REF_BYTES = 1 << 30  # size the plans of linear ops are built at (bytes per byte are exact)
+
+
+@dataclass
+class _Built:
+    """Commodities of one batch; bytes per call byte, so one build serves every size."""
+
+    inc: object
+    capacity_bps: np.ndarray
+    bits_per_byte: np.ndarray
+    com_call: np.ndarray
+    phase: np.ndarray
+    phase_chain: np.ndarray
+    phase_latency_ps: np.ndarray
+    num_calls: int
+    lockstep: bool
+    phases_per_call: int
+    latency_s: np.ndarray
+    rate: np.ndarray | None = None
+
+
+@dataclass
+class _Mapped:
+    """A cached plan and the GPUs it was built for (its rank order)."""
+
+    plan: object
+    gpus: np.ndarray
+
+    @property
+    def phases(self):
+        return self.plan.phases
+
+
+def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
+    """Commodities of phase ``ph`` (built for ``rep_gpus``) for every group of ``groups``.
+
+    Mirrors ``netsim.collectives.runner._add_phase`` call by call: the same connections, QP
+    numbers (keyed by the communicator), paths, weights and bytes. Returns per entry the
+    commodity (numbered from 0 for this block, call-major) and link, its weight, the bits of
+    every commodity, and the commodities per call.
+    """
+    from netsim.flow.qp import connection_qpn, udp_sport
+
+    ng = len(groups)
+    rank_of = {int(g): i for i, g in enumerate(rep_gpus.tolist())}
+    s_rank = np.array([rank_of[int(x)] for x in ph.src], np.int64)
+    d_rank = np.array([rank_of[int(x)] for x in ph.dst], np.int64)
+    src = groups[:, s_rank].ravel()
+    dst = groups[:, d_rank].ravel()
+    gps = int(paths.fabric.gpus_per_server)
+    proxied = ph.via != ph.src
+    if cfg.pxn:
+        via_calc = np.where(paths.gpu_server[ph.src] == paths.gpu_server[ph.dst], ph.src,
+                            paths.gpu_server[ph.src] * gps + paths.gpu_local[ph.dst])
+        if not np.array_equal(via_calc, ph.via):
+            raise ValueError("plan proxies are not NCCL PXN proxies: cannot replicate")
+    if proxied.any():
+        via = np.where(np.tile(proxied, ng), paths.gpu_server[src] * gps + paths.gpu_local[dst],
+                       src)
+    else:
+        via = src
+    nconn = len(ph.src)
+    channel = np.tile(ph.channel, ng) + 64 * np.repeat(comm, nconn)
+    byt = np.tile(ph.bytes, ng)
+    group = ph.group
+    q = cfg.qps_per_connection
+    net = paths.gpu_server[via] != paths.gpu_server[dst]
+    nq = np.where(net, q, 1)
+    conn = np.repeat(np.arange(len(src)), nq)
+    qi = np.arange(len(conn)) - np.repeat(np.cumsum(nq) - nq, nq)
+    sport = udp_sport(connection_qpn(via[conn], dst[conn], channel[conn], qi, seed))
+    indptr, links, _ = paths.gpu_paths(src[conn], dst[conn], sport, via[conn])
+    eff = cfg.proto_efficiency
+    call = conn // nconn
+    if (group >= 0).all():
+        ncom = ph.num_groups
+        com = call * ncom + np.tile(group, ng)[conn]
+        weight = 1.0 / nq[conn]
+        gbytes = np.zeros(ncom)
+        gbytes[group] = ph.bytes
+        bits = np.tile(gbytes * ph.fill_scale * 8 / eff, ng)
+    else:
+        ncom = int(np.sum(np.where(paths.gpu_server[ph.via] != paths.gpu_server[ph.dst], q, 1)))
+        com = np.arange(len(conn))
+        weight = np.ones(len(conn))
+        bits = (byt[conn] / nq[conn]) * 8 / eff
+    lens = np.diff(indptr)
+    return np.repeat(com, lens), links, np.repeat(weight, lens), bits, ncom
+
+
+def _first_same(srv: np.ndarray) -> np.ndarray:
+    """Per row, the index of the first member on the same server as each member."""
+    eq = srv[:, :, None] == srv[:, None, :]
+    return np.argmax(eq, axis=2)
+
+
+def _layouts(srv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct server layouts of the groups (rows of ``srv``) and each group's layout."""
+    if srv.shape[1] * srv.shape[1] * srv.shape[0] > 50_000_000:  # big groups: compare by rows
+        first = np.stack([_first_same(row[None, :])[0] for row in srv])
+    else:
+        first = _first_same(srv)
+    pattern, inverse = np.unique(first, axis=0, return_inverse=True)
+    return pattern, inverse.ravel()
+
+
+def _comm_keys(groups: np.ndarray) -> np.ndarray:
+    """``netsim.collectives.runner._comm_key`` of every group (FNV-1a over its first 64 GPUs
+    and its size), vectorised."""
+    h = np.full(len(groups), 1469598103934665603, dtype=np.uint64)
+    prime = np.uint64(1099511628211)
+    cols = [groups[:, j].astype(np.uint64) for j in range(min(groups.shape[1], 64))]
+    cols.append(np.full(len(groups), groups.shape[1], dtype=np.uint64))
+    with np.errstate(over="ignore"):
+        for x in cols:
+            h = (h ^ x) * prime
+    return (h & np.uint64(0xFFFF)).astype(np.int64)
+
+
+def _rounds(groups: np.ndarray) -> list[np.ndarray]:
+    """Split calls into rounds in which no GPU appears twice (greedy, in input order)."""
+    rounds: list[list[int]] = []
+    used: list[set] = []
+    for i, row in enumerate(groups.tolist()):
+        for r, u in zip(rounds, used, strict=True):
+            if u.isdisjoint(row):
+                r.append(i)
+                u.update(row)
+                break
+        else:
+            rounds.append([i])
+            used.append(set(row))
+    return [np.asarray(r, np.int64) for r in rounds]
 
 
 def _scaled(fabric, scale: float):

@@ -4,6 +4,10 @@ Example::
 
     netsim predict --model gpt3-175b --gpu a100 --gpus 12288 --tp 8 --pp 8 --dp 192 \\
         --fabric megascale --json
+
+With ``--fabric`` the collectives run on it with the flow engine (``--comm flow``, the
+default there: ``netsim.workload.flowcomm.FlowCommModel``); ``--comm analytic`` prices them
+with the alpha-beta model per scope, the only choice without a fabric.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import sys
 from tuner.cli._output import add_json_flag, format_table, print_json, progress
 
 OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm")
+COMM_MODELS = ("flow", "analytic")
 
 
 def register(sub) -> argparse.ArgumentParser:
@@ -50,6 +55,12 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--calibration", default=None, help="calibration.json from netsim calibrate")
     p.add_argument("--nic-scale", type=float, default=1.0,
                    help="what-if multiplier of every NIC's bandwidth")
+    p.add_argument("--comm", choices=COMM_MODELS, default=None,
+                   help="how collectives are priced: 'flow' runs them on the fabric with the "
+                   "flow engine (concurrent groups contend; default with --fabric), 'analytic' "
+                   "is alpha-beta per scope (default without --fabric)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the flow model's QP numbers (ECMP paths); default 0")
     add_json_flag(p)
     return p
 
@@ -90,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
     from netsim.hardware import get_hardware
     from netsim.workload import predict
 
+    comm = args.comm or ("flow" if args.fabric else "analytic")
+    if comm == "flow" and not args.fabric:
+        raise ValueError("--comm flow needs --fabric (the flow engine runs on a fabric)")
     steps = ["placing ranks", "pricing collectives", "pricing compute", "executing the pipeline"]
     bar = progress(total=len(steps) + 2, desc="predict", enabled=sys.stderr.isatty())
     job = _job_from_args(args)
@@ -114,14 +128,23 @@ def run(args: argparse.Namespace) -> int:
         bar.set_description(msg)
         bar.update(1)
 
-    pred = predict(job, fabric, hw, calibration=calibration, placement=placement, progress=say)
+    comm_model = None
+    if comm == "flow":
+        from netsim.workload.flowcomm import FlowCommModel
+
+        overrides = calibration.comm_model(hw).overrides if calibration else None
+        comm_model = FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
+                                   progress=bar.set_description)
+    pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
+                   comm_model=comm_model, progress=say)
     bar.close()
     if args.json:
         out = pred.to_json()
         out["fabric"] = fabric.name if fabric is not None else None
+        out["comm_model"] = comm
         print_json(out)
         return 0
-    _print_human(pred, fabric)
+    _print_human(pred, fabric, comm)
     return 0
 
 
@@ -133,11 +156,11 @@ def _read_placement(path: str) -> list[int]:
             raise ValueError(f"placement file {path}: expected integers (GPU positions)") from None
 
 
-def _print_human(pred, fabric) -> None:
+def _print_human(pred, fabric, comm: str) -> None:
     j = pred.job
     print(f"{j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, pp {j['pp']}, dp {j['dp']}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
-          f"{fabric.name if fabric is not None else 'synthetic'}")
+          f"{fabric.name if fabric is not None else 'synthetic'}, comm model {comm}")
     rows = [("iteration_s", pred.iteration_s), ("tokens_per_s", pred.tokens_per_s),
             ("mfu", pred.mfu), ("hfu", pred.hfu), ("bubble_fraction", pred.bubble_fraction),
             ("compute_s", pred.compute_s), ("optimizer_s", pred.optimizer_s)]

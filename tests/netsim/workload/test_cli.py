@@ -25,7 +25,25 @@ def test_predict_megascale_fabric(capsys):
     rc = main(["predict", "--model", "gpt3-13b", "--gpus", "64", "--tp", "8", "--pp", "2",
                "--dp", "4", "--fabric", "megascale", "--overlap", "megascale", "--json"])
     assert rc == 0
-    assert json.loads(capsys.readouterr().out)["fabric"] == "megascale"
+    out = json.loads(capsys.readouterr().out)
+    assert out["fabric"] == "megascale" and out["comm_model"] == "flow"  # default with a fabric
+
+
+def test_predict_comm_models_agree_without_contention(capsys):
+    """64 GPUs under one MegaScale ToR set share no uplink: flow = alpha-beta."""
+    argv = ["predict", "--model", "gpt3-13b", "--gpus", "64", "--tp", "8", "--pp", "2",
+            "--dp", "4", "--fabric", "megascale", "--json"]
+    outs = {}
+    for comm in ("flow", "analytic"):
+        assert main([*argv, "--comm", comm]) == 0
+        outs[comm] = json.loads(capsys.readouterr().out)
+        assert outs[comm]["comm_model"] == comm
+    assert outs["flow"]["iteration_s"] == pytest.approx(outs["analytic"]["iteration_s"], rel=1e-6)
+
+
+def test_predict_without_fabric_is_analytic(capsys):
+    assert main(["predict", "--model", "gpt3-1.3b", "--tp", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["comm_model"] == "analytic"
 
 
 @pytest.mark.parametrize("argv,msg", [
@@ -34,6 +52,7 @@ def test_predict_megascale_fabric(capsys):
     (["--dp", "4", "--global-batch", "10"], "not divisible by dp"),
     (["--model", "nope"], "unknown model"),
     (["--overlap", "everything"], "--overlap"),
+    (["--comm", "flow"], "needs --fabric"),
 ])
 def test_predict_refuses_impossible(argv, msg, capsys):
     assert main(["predict", *argv]) == 2

@@ -1,0 +1,97 @@
+"""FlowCommModel: the batched build equals ``run_concurrent`` call by call; rounds; caches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from netsim.collectives import CollectiveCall, run_concurrent
+from netsim.hardware import A100
+from netsim.workload import CommBatch, fabric_locality
+from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
+from topologies import Clos3Spec, clos3
+
+TINY = Clos3Spec(name="tiny-7to1", servers=8, switch_radix=8, port_speed_gbps=200,
+                 tor_downlink_split=1, tor_down_up=(7, 1), servers_per_tor_group=4)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return clos3(TINY)
+
+
+def _batches():
+    perm = np.random.default_rng(7).permutation(64)
+    return [
+        ("all_reduce", np.array([[0, 32], [8, 40], [1, 9]]), [1e8, 1e8, 5e7]),
+        ("send", np.array([[0, 32], [8, 40], [2, 50]]), [6e6, 6e6, 6e6]),
+        ("all_gather", perm[:24].reshape(3, 8), [1e8, 2e8, 1e8]),  # PXN, several per server
+        ("reduce_scatter", np.array([[0, 8, 16, 24, 32], [1, 9, 17, 25, 33]]), [3e8, 3e8]),
+    ]
+
+
+@pytest.mark.parametrize("op,groups,sizes", _batches(), ids=lambda x: x if isinstance(x, str)
+                         else None)
+def test_fluid_batch_equals_run_concurrent(tiny, op, groups, sizes):
+    """Same connections, QPs, paths and bytes as ``simulate_calls``: identical end times once
+    the payload scaling (wire / NCCL efficiency) is set to 1."""
+    probe = FlowCommModel(tiny, A100)
+    hw = A100.replace(net_efficiency=probe.sharing.wire_efficiency)
+    model = FlowCommModel(tiny, hw, mode="fluid")
+    mine = model._price(OPS[op], groups, np.asarray(sizes))
+    calls = [CollectiveCall(OPS[op], g.tolist(), int(s)) for g, s in zip(groups, sizes,
+                                                                        strict=True)]
+    ref = np.asarray(run_concurrent(tiny, calls, model.nccl))
+    assert np.array_equal(mine, ref)
+
+
+def test_steady_equals_fluid_without_contention(tiny):
+    """Rings under one ToR set share nothing: one allocation is the whole story."""
+    groups = np.array([[0, 8, 16, 24], [1, 9, 17, 25]])  # servers 0-3, rails 0 and 1
+    sizes = np.array([2e8, 2e8])
+    fluid = FlowCommModel(tiny, A100, mode="fluid")._price("allreduce", groups, sizes)
+    steady = FlowCommModel(tiny, A100, mode="steady")._price("allreduce", groups, sizes)
+    assert np.allclose(fluid, steady, rtol=1e-9)
+
+
+def test_uncontended_ring_is_the_alpha_beta_closed_form(tiny):
+    """One ring over 4 servers of one ToR set: 2(n-1)/n S / (NIC x efficiency) + latencies."""
+    loc = fabric_locality(tiny)
+    n, size = 4, 4e8
+    batch = CommBatch("all_reduce", "dp", np.array([[0, 8, 16, 24]]), size)
+    t = FlowCommModel(tiny, A100).batch_s(batch, loc)
+    closed = 8.4e-6 + 2 * (n - 1) * A100.net_latency_s + 2 * (n - 1) / n * size / (
+        A100.nic_bps * A100.net_efficiency / 8)
+    assert t[0] == pytest.approx(closed, rel=1e-9)
+
+
+def test_send_batch_split_into_rounds_without_shared_gpus():
+    pairs = np.array([[0, 1], [1, 2], [2, 3], [3, 0], [4, 5]])
+    rounds = _rounds(pairs)
+    assert sorted(np.concatenate(rounds).tolist()) == list(range(5))
+    for r in rounds:
+        gpus = pairs[r].ravel()
+        assert np.unique(gpus).size == gpus.size
+    assert len(rounds) == 2
+
+
+def test_rates_cached_across_sizes(tiny):
+    """A steady allocation does not depend on the bytes: one run serves every size."""
+    model = FlowCommModel(tiny, A100, mode="steady")
+    groups = np.array([[0, 32], [8, 40]])
+    a = model._price("allreduce", groups, np.array([1e8, 1e8]))
+    b = model._price("allreduce", groups, np.array([2e8, 2e8]))
+    assert model.runs == 1
+    lat = model._build("allreduce", groups, np.array([1e8, 1e8])).latency_s
+    assert np.allclose(b - lat, 2 * (a - lat), rtol=1e-12)
+
+
+def test_infinite_network_prices_nothing(tiny):
+    loc = fabric_locality(tiny)
+    batch = CommBatch("all_reduce", "dp", np.array([[0, 32]]), 1e9)
+    assert FlowCommModel(tiny, A100.infinite_network()).batch_s(batch, loc)[0] == 0.0
+
+
+def test_bad_mode_refused(tiny):
+    with pytest.raises(ValueError, match="mode"):
+        FlowCommModel(tiny, A100, mode="exact")
