@@ -1,0 +1,84 @@
+"""What else the host was doing while a trainer run took its measurements.
+
+A sampler thread reads ``/proc/stat`` (every core's busy time) and the CPU time of the
+trainer's processes (``/proc/PID/stat`` utime + stime of torchrun's children) every
+``interval_s``, and notes when rank 0's trace file grows (the trainer writes it once per
+step). Over the steady-state window (the last ``steady_steps`` steps written) it reports the
+cores the trainer used, the cores everything else used, and so the cores that were left to
+the trainer: ``available_cores = host_cores - other_cores``. Linux only; elsewhere the
+report is empty and the host model falls back to the nominal core count.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def _busy_s() -> float:
+    """Busy seconds of all cores since boot (``/proc/stat`` first line minus idle, iowait)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(x) for x in fields[:8]]
+    return (sum(ticks) - ticks[3] - ticks[4]) * TICK_S
+
+
+def _tree_cpu_s(root: int) -> float:
+    """utime + stime of ``root``'s descendants (the trainer ranks under torchrun), seconds."""
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) * TICK_S
+        todo += [int(k) for k in kids]
+    return total
+
+
+class LoadSampler:
+    """Samples while a trainer run is in progress (``start(pid)``, ``stop() -> dict``)."""
+
+    def __init__(self, trace_file: Path, steady_steps: int, interval_s: float = 0.2) -> None:
+        self.trace_file, self.interval_s = trace_file, interval_s
+        self.steady_steps = steady_steps
+        self.samples: list[tuple[float, float, float, int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, pid: int) -> None:
+        if not Path("/proc/stat").exists():
+            return
+        self._thread = threading.Thread(target=self._loop, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _loop(self, pid: int) -> None:
+        while not self._stop.is_set():
+            size = self.trace_file.stat().st_size if self.trace_file.exists() else 0
+            self.samples.append((time.monotonic(), _busy_s(), _tree_cpu_s(pid), size))
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> dict:
+        """Averages over the steady-state window (empty when it could not be found)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        grown = [i for i in range(1, len(self.samples))
+                 if self.samples[i][3] > self.samples[i - 1][3]]
+        if len(grown) < self.steady_steps + 1:
+            return {}
+        # the file grows once per step: the window covers the last ``steady_steps`` steps
+        first, last = self.samples[grown[-self.steady_steps - 1]], self.samples[grown[-1]]
+        (t0, b0, c0, _), (t1, b1, c1, _) = first, last
+        cores = os.cpu_count() or 1
+        trainer, busy = (c1 - c0) / (t1 - t0), (b1 - b0) / (t1 - t0)
+        other = max(0.0, busy - trainer)
+        return {"host_cores": cores, "window_s": t1 - t0, "trainer_cores": trainer,
+                "other_cores": other, "available_cores": max(cores - other, 0.1),
+                "loadavg": os.getloadavg()[0]}
