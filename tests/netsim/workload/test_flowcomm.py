@@ -95,3 +95,27 @@ def test_infinite_network_prices_nothing(tiny):
 def test_bad_mode_refused(tiny):
     with pytest.raises(ValueError, match="mode"):
         FlowCommModel(tiny, A100, mode="exact")
+
+
+def test_dropping_dominated_links_keeps_the_maxmin_allocation():
+    """Links with the same commodities as a tighter link add no constraint: same rates."""
+    from netsim.flow.maxmin import Incidence, maxmin_rates
+    from netsim.workload.flowcomm import _drop_dominated
+
+    rng = np.random.default_rng(3)
+    nf, nl = 40, 30
+    flow, link = [], []
+    for f in range(nf):
+        for lk in rng.choice(20, size=3, replace=False):
+            flow.append(f)
+            link.append(lk)
+        flow += [f, f]  # a private "PCIe" link and a private "NIC" link per commodity
+        link += [20 + f % 5, 25 + f % 5]
+    inc = Incidence.from_entries(np.array(flow), np.array(link), np.ones(len(flow)),
+                                 np.ones(len(flow)), nf, nl)
+    cap = rng.uniform(1.0, 3.0, nl)
+    cap[20:25] = cap[25:30] + 0.5  # links 20-24 carry what 25-29 carry, with more capacity
+    pruned = _drop_dominated(inc, cap)
+    assert len(pruned.e_link) == len(inc.e_link) - nf  # 5 links x 8 commodities
+    assert not np.isin(pruned.e_link, np.arange(20, 25)).any()
+    assert np.allclose(maxmin_rates(pruned, cap), maxmin_rates(inc, cap), rtol=1e-12)
