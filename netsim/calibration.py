@@ -290,7 +290,7 @@ def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
     fitted = {"forward", "backward", "optimizer"}
     out = []
     for i, rank in enumerate(run.ranks):
-        for it in (c for c in rank.compute if c["phase"] == "iteration" and c["step"] >= skip):
+        for it in _step_spans(rank, skip):
             s, e = it["start_s"], it["end_s"]
             cpu = tl.work(i, s, e) - (1.0 - comm_weight) * tl.blocked(i, s, e)
             for c in rank.compute:
@@ -303,6 +303,21 @@ def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
             bus = sum(c["bytes"] * bus_factor(c["op"], len(c["group"])) for c in calls)
             out.append((float(msgs), float(bus), cpu))
     return out
+
+
+def _step_spans(rank: RankTrace, skip: int) -> list[dict]:
+    """The step records (``phase`` iteration), or each step's span of compute records."""
+    steps = [c for c in rank.compute if c["phase"] == "iteration" and c["step"] >= skip]
+    if steps:
+        return steps
+    spans: dict[int, dict] = {}
+    for c in rank.compute:
+        if c["step"] >= skip:
+            sp = spans.setdefault(c["step"], {"step": c["step"], "start_s": c["start_s"],
+                                              "end_s": c["end_s"]})
+            sp["start_s"], sp["end_s"] = min(sp["start_s"], c["start_s"]), max(sp["end_s"],
+                                                                               c["end_s"])
+    return [spans[k] for k in sorted(spans)]
 
 
 def fit_host(points: list[tuple[float, float, float]]) -> dict[str, float]:

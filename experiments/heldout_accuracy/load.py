@@ -51,6 +51,7 @@ class LoadSampler:
         self.samples: list[tuple[float, float, float, int]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._offset, self._steps, self._tail = 0, 0, b""
 
     def start(self, pid: int) -> None:
         if not Path("/proc/stat").exists():
@@ -58,10 +59,22 @@ class LoadSampler:
         self._thread = threading.Thread(target=self._loop, args=(pid,), daemon=True)
         self._thread.start()
 
+    def _steps_done(self) -> int:
+        """Iteration records rank 0 has written so far (one per finished step)."""
+        if self.trace_file.exists():
+            with open(self.trace_file, "rb") as fh:
+                fh.seek(self._offset)
+                new = fh.read()
+            self._offset += len(new)
+            text = self._tail + new
+            self._steps += text.count(MARK)
+            self._tail = text[-(len(MARK) - 1):]  # too short to hold a whole mark
+        return self._steps
+
     def _loop(self, pid: int) -> None:
         while not self._stop.is_set():
-            size = self.trace_file.stat().st_size if self.trace_file.exists() else 0
-            self.samples.append((time.monotonic(), _busy_s(), _tree_cpu_s(pid), size))
+            steps = self._steps_done()
+            self.samples.append((time.monotonic(), _busy_s(), _tree_cpu_s(pid), steps))
             self._stop.wait(self.interval_s)
 
     def stop(self) -> dict:
@@ -69,16 +82,21 @@ class LoadSampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        grown = [i for i in range(1, len(self.samples))
-                 if self.samples[i][3] > self.samples[i - 1][3]]
-        if len(grown) < self.steady_steps + 1:
+        total = self.samples[-1][3] if self.samples else 0
+        if total < self.steady_steps + 1:
             return {}
-        # the file grows once per step: the window covers the last ``steady_steps`` steps
-        first, last = self.samples[grown[-self.steady_steps - 1]], self.samples[grown[-1]]
+        # the window: from the first sample after step ``total - steady - 1`` was written to
+        # the first sample after the last step was
+        first = next(x for x in self.samples if x[3] >= total - self.steady_steps)
+        last = next(x for x in self.samples if x[3] >= total)
         (t0, b0, c0, _), (t1, b1, c1, _) = first, last
         cores = os.cpu_count() or 1
         trainer, busy = (c1 - c0) / (t1 - t0), (b1 - b0) / (t1 - t0)
         other = max(0.0, busy - trainer)
         return {"host_cores": cores, "window_s": t1 - t0, "trainer_cores": trainer,
                 "other_cores": other, "available_cores": max(cores - other, 0.1),
-                "loadavg": os.getloadavg()[0]}
+                "loadavg": os.getloadavg()[0],
+                "samples": [[round(v, 4) for v in x] for x in self.samples]}
+
+
+MARK = b'"type": "iteration"'

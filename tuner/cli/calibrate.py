@@ -28,10 +28,10 @@ def register(sub) -> argparse.ArgumentParser:
                    help="CPU cores the traced ranks shared (CPU trainer on one host): fit "
                    "dedicated-core work and the host's CPU cost of collectives (default: off, "
                    "wall times as measured, e.g. GPU traces)")
-    p.add_argument("--comm-weight", type=float, default=None, metavar="W",
+    p.add_argument("--comm-weight", default="fit", metavar="W",
                    help="with --host-cores: runnable weight of a rank inside a blocking "
-                   "collective, in [0, 1] (default: the best fit to the traces' own "
-                   "iteration times)")
+                   "collective, in [0, 1], or 'fit' (default): the best of 0, 0.25, ..., 1 "
+                   "on the traces' own iteration times")
     add_json_flag(p)
     return p
 
@@ -46,10 +46,14 @@ def run(args: argparse.Namespace) -> int:
         (runs if isinstance(item, TraceRun) else benches).append(item)
     if args.host_cores is not None and not args.host_cores > 0:
         raise ValueError(f"--host-cores must be positive, got {args.host_cores}")
-    if args.comm_weight is not None and not 0.0 <= args.comm_weight <= 1.0:
-        raise ValueError(f"--comm-weight must lie in [0, 1], got {args.comm_weight}")
-    cal = fit_calibration(runs, benches, host_cores=args.host_cores,
-                          comm_weight=args.comm_weight)
+    try:
+        weight = None if args.comm_weight == "fit" else float(args.comm_weight)
+    except ValueError:
+        raise ValueError(f"--comm-weight must be a number or 'fit', got {args.comm_weight!r}"
+                         ) from None
+    if weight is not None and not 0.0 <= weight <= 1.0:
+        raise ValueError(f"--comm-weight must lie in [0, 1], got {weight}")
+    cal = fit_calibration(runs, benches, host_cores=args.host_cores, comm_weight=weight)
     if not cal.compute and not cal.comm:
         raise ValueError("the traces hold no compute or collective records to fit")
     save_calibration(cal, args.output)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -102,3 +103,19 @@ def test_calibration_deflates_time_sliced_records(trace_dirs, truth):
     assert shared.compute["forward"].rate == pytest.approx(4 * truth["rate_flops"], rel=1e-6)
     assert shared.host_cores == 2 and wall.host_cores == math.inf
     assert shared.hardware().host_cores == 2
+
+
+def test_calibrate_cli_host_cores(trace_dirs, tmp_path, capsys):
+    """``netsim calibrate --host-cores`` writes the host fit; the predict side reads it back."""
+    from netsim.calibration import load_calibration
+    from tuner.cli import main
+
+    out = tmp_path / "cal.json"
+    assert main(["calibrate", *map(str, trace_dirs), "-o", str(out), "--host-cores", "2",
+                 "--comm-weight", "0.5", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["host_cores"] == 2 and data["host"]["comm_weight"] == 0.5
+    cal = load_calibration(out)
+    assert cal.host_cores == 2 and cal.host_cost().cpu_msg_s == data["host"]["cpu_msg_s"]
+    assert main(["calibrate", str(trace_dirs[0]), "--host-cores", "0"]) == 2
+    assert main(["calibrate", str(trace_dirs[0]), "--host-cores", "2", "--comm-weight", "x"]) == 2
