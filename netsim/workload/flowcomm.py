@@ -38,9 +38,10 @@ uncontended fabric a ring then costs exactly what the alpha-beta closed form say
 difference between the two models is contention alone.
 
 Links whose constraint another link implies (same commodities, no less capacity: a GPU's
-PCIe hop behind its own 200G NIC, a core link that carries exactly what the uplink under it
-carries) are dropped before the allocation, which leaves it unchanged and halves the entries
-of the 12,288-GPU job's send batches (1.44 M -> 0.79 M).
+252G PCIe hop behind its own 200G NIC; the receiving NIC's downlink when one transfer is all
+that it and the sending NIC's uplink carry) are dropped before the allocation, which leaves
+it unchanged and cuts the entries of the 12,288-GPU job's send batches from 1.44 M to 0.79 M
+(all PCIe entries, half of the host-link entries, a sixth of the ToR-agg entries).
 
 Caching: the plan of one call is built once per distinct (op, size, layout of its members
 over servers) and replicated over the batch by substituting GPUs (exact: the plan depends on
