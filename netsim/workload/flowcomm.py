@@ -374,8 +374,9 @@ def _drop_dominated(inc, capacity: np.ndarray):
         mixed ^= mixed >> np.uint64(31)
         mixed += (weight * 1e6).astype(np.uint64)
         sig = np.zeros(inc.num_links, np.uint64)
-        np.add.at(sig, link, mixed)
-    used = np.flatnonzero(count)
+        used = np.flatnonzero(count)
+        first = np.r_[0, np.cumsum(count[used])[:-1]]  # segments of ``link`` (sorted)
+        sig[used] = np.add.reduceat(mixed, first)
     # candidates: same (count, signature); representative = the smallest capacity
     key = np.lexsort((capacity[used], sig[used], count[used]))
     cand = used[key]
@@ -391,9 +392,8 @@ def _drop_dominated(inc, capacity: np.ndarray):
     pos = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
     a = np.repeat(start[member], n) + pos
     b = np.repeat(start[rep_of], n) + pos
-    equal = (flow[a] == flow[b]) & (weight[a] == weight[b])
-    ok = np.ones(len(member), bool)
-    np.logical_and.at(ok, np.repeat(np.arange(len(member)), n), equal)
+    equal = ((flow[a] == flow[b]) & (weight[a] == weight[b])).astype(np.uint8)
+    ok = np.minimum.reduceat(equal, np.r_[0, np.cumsum(n)[:-1]]).astype(bool)
     drop = np.zeros(inc.num_links, bool)
     drop[member[ok & (capacity[member] >= capacity[rep_of])]] = True
     keep = ~drop[inc.e_link]
