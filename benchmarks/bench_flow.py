@@ -1,7 +1,7 @@
 """Benchmark: flow-level ring all-reduce and all-to-all over 512 .. 49,152 GPUs on clos3 fabrics.
 
-Run: ``python benchmarks/bench_flow.py [--sizes 512,2048,12288,49152] [--ops allreduce,alltoall]
-[--max-a2a 2048] [--json]``.
+Run: ``python benchmarks/bench_flow.py [--sizes 512,2048,12288,49152]
+[--ops allreduce,alltoall,alltoall-exact] [--max-a2a 2048] [--json]``.
 
 Each case runs in a fresh child process (so its peak RSS is its own): it builds the clos3 fabric
 of ``n / 8`` MegaScale servers (``Clos3Spec(servers=n // 8)``; 12,288 GPUs is the ``megascale``
@@ -12,8 +12,10 @@ of the simulation (fabric build excluded, reported apart), the child's max RSS; 
 the scaling exponent of CPU time against QPs (least squares in log-log) and the cost per
 ``QPs x log2(QPs)``.
 
-All-to-all enumerates its connections (n^2 / 8 rail-aligned NIC pairs with PXN), so sizes above
-``--max-a2a`` are skipped and reported as such (12,288 GPUs would be 18.9 M connections).
+``alltoall`` runs in load mode (:func:`netsim.collectives.alltoall_load`: the exact engine's QPs,
+n^2 / 8 rail-aligned connections x 2 channels with PXN, routed in bulk in chunks, per-link bytes,
+time from the hottest link) at every size; ``alltoall-exact`` runs the exact fluid engine (one
+commodity per QP) up to ``--max-a2a`` GPUs, and the table prints the ratio of the two times.
 """
 
 from __future__ import annotations
@@ -29,14 +31,17 @@ import numpy as np
 _CHILD = r"""
 import json, resource, sys, time
 from topologies import Clos3Spec, clos3
-from netsim.collectives import run_collective
+from netsim.collectives import alltoall_load, run_collective
 from netsim.nccl import NcclConfig
 op, n = sys.argv[1], int(sys.argv[2])
 t0 = time.perf_counter()
 fabric = clos3(Clos3Spec(name=f"clos3-{n}", servers=n // 8))
 build_s = time.perf_counter() - t0
 t0, c0 = time.perf_counter(), time.process_time()
-res = run_collective(fabric, op, n, 1 << 30, NcclConfig())
+if op == "alltoall":
+    res = alltoall_load(fabric, n, 1 << 30, NcclConfig())
+else:
+    res = run_collective(fabric, op.replace("-exact", ""), n, 1 << 30, NcclConfig())
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"op": op, "gpus": n, "links": fabric.num_links, "build_s": build_s,
                   "wall_s": wall, "cpu_s": cpu, "qps": res.qps, "connections": res.connections,
@@ -70,9 +75,9 @@ def scaling(rows: list[dict]) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="512,2048,12288,49152")
-    p.add_argument("--ops", default="allreduce,alltoall")
+    p.add_argument("--ops", default="allreduce,alltoall,alltoall-exact")
     p.add_argument("--max-a2a", type=int, default=2048,
-                   help="largest all-to-all run (connections grow as n^2)")
+                   help="largest exact all-to-all run (one fluid commodity per QP, n^2 / 4 QPs)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -80,7 +85,7 @@ def main(argv=None) -> int:
     for op in args.ops.split(","):
         rows = []
         for n in sizes:
-            if op == "alltoall" and n > args.max_a2a:
+            if op == "alltoall-exact" and n > args.max_a2a:
                 rows.append({"op": op, "gpus": n, "skipped": f"n^2/8 = {n * n // 8} connections"})
                 continue
             rows.append(run_case(op, n))
@@ -101,6 +106,12 @@ def main(argv=None) -> int:
             print(f"{r['gpus']:>6} {r['qps']:>9} {r['time_s']:>11.5f} {r['busbw_GBps']:>10.1f} "
                   f"{r['wall_s']:>7.2f} {r['cpu_s']:>7.2f} {r['build_s']:>7.2f} "
                   f"{r['max_rss_MiB']:>8.0f}")
+        if op == "alltoall-exact" and "alltoall" in report:
+            load = {r["gpus"]: r for r in report["alltoall"]["rows"] if "time_s" in r}
+            for r in rep["rows"]:
+                if "time_s" in r and r["gpus"] in load:
+                    print(f"{r['gpus']:>6} exact / load-mode time: "
+                          f"{r['time_s'] / load[r['gpus']]['time_s']:.6f}")
         sc = rep["scaling"]
         if sc:
             print(f"scaling exponent (CPU vs QPs): {sc['exponent']:.2f}; CPU us per QP log2 QP: "
