@@ -1,4 +1,4 @@
-"""Flow-level engine: ECMP-routed flows sharing links max-min fairly (or DCQCN-aware).
+"""Flow-level engine: ECMP-routed flows sharing links max-min fairly, DCQCN-aware, or PFC-aware.
 
 Public API::
 
