@@ -6,7 +6,8 @@ model from ECMP luck. Per-flow throughput is ``bytes / FCT`` in both engines.
 
 Three comparisons:
 
-* CC ``none`` against the ``maxmin`` and ``pfc`` sharing models (``--size`` flows);
+* CC ``none`` against the ``maxmin`` and ``pfc`` sharing models (``--size`` flows, the five
+  scenarios and a head-of-line victim, :func:`pfc_scenarios`);
 * DCQCN with two parameter sets (``firmware``: ConnectX defaults; ``paper``: the DCQCN paper's
   timers as in HPCC's ns-3 ``dcqcn_paper`` preset, ``DcqcnParams.preset``) against the
   ``dcqcn`` model, on ``--size`` flows and on ``--long-size`` flows (long enough for the rate
@@ -78,6 +79,17 @@ def dcqcn_params(preset: str, fabric) -> dict:
         return {}
     line = int(np.asarray(fabric.link_capacity_bps)[np.asarray(fabric.link_kind) == "host"].max())
     return DcqcnParams.preset(preset, line_rate_bps=line).to_dict()
+
+
+def pfc_scenarios(size: int, seed: int = 7) -> list[Scenario]:
+    """The CC ``none`` scenarios: :func:`scenarios` plus a head-of-line victim."""
+    from topologies import load_fabric
+
+    n = load_fabric("leaf-spine-64").nics
+    hol = Scenario("HOL victim", "leaf-spine-64",
+                   tuple(Flow(n[i], n[0], size) for i in (1, 2, 3)) + (Flow(n[1], n[5], size),),
+                   "NIC 1 also sends to an idle receiver: paused with its port")
+    return scenarios(size, seed) + [hol]
 
 
 def run_packet(scn: Scenario, cc: str, seed: int = 0, preset: str = "firmware"):
@@ -171,8 +183,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     rows, etas = [], {}
-    scns = scenarios(parse_bytes(args.size))
-    for scn in scns:
+    for scn in pfc_scenarios(parse_bytes(args.size)):
         none = run_packet(scn, "none")
         rows += [compare(scn, "none", SharingModel(m), packet=none) for m in ("maxmin", "pfc")]
     for size in (args.size, args.long_size):
