@@ -381,8 +381,8 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
         A run whose ``host.json`` says fewer cores were left to it (other load) uses those.
     comm_weight : float, optional
         Runnable weight of a rank inside a blocking collective (gloo's CPU share), in [0, 1];
-        ``None``: the one of ``COMM_WEIGHTS`` whose calibration predicts the calibration
-        runs' own iteration times best (median relative error).
+        ``None``: the one of ``COMM_WEIGHTS`` under which the host fit explains the CPU time
+        outside the compute records best (smallest relative RMS residual over rank-steps).
     """
     cores = math.inf if host_cores is None else float(host_cores)
     if comm_weight is None:
@@ -390,7 +390,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
             comm_weight = 0.5  # unused without a host model
         else:
             fits = [fit_calibration(runs, benches, cores, w) for w in COMM_WEIGHTS]
-            return min(fits, key=lambda c: _self_error(c, runs))
+            return min(fits, key=lambda c: c.host.get("rel_rms", math.inf))
     cpts: dict[str, list[tuple[float, float]]] = defaultdict(list)
     mpts: dict[tuple, list[float]] = defaultdict(list)
     hpts: list[tuple[float, float, float]] = []
@@ -426,20 +426,6 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
         x, t = np.array(pts).T
         cal.comm[key] = fit_linear(x, t)
     return cal
-
-
-def _self_error(cal: Calibration, runs: list[TraceRun]) -> float:
-    """Median relative error of ``cal`` predicting its own runs (cores left to each run)."""
-    from netsim.workload.predict import predict
-
-    errs = []
-    for run in runs:
-        its = run.iteration_s(skip=1)
-        cores = min(cal.host_cores, float(run.host.get("available_cores", cal.host_cores)))
-        hw = cal.hardware().replace(host_cores=cores)
-        pred = predict(job_from_trace(run), hardware=hw, calibration=cal).iteration_s
-        errs.append(abs(pred / float(np.median(its)) - 1.0))
-    return float(np.median(errs))
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:

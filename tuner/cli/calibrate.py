@@ -30,8 +30,8 @@ def register(sub) -> argparse.ArgumentParser:
                    "wall times as measured, e.g. GPU traces)")
     p.add_argument("--comm-weight", default="fit", metavar="W",
                    help="with --host-cores: runnable weight of a rank inside a blocking "
-                   "collective, in [0, 1], or 'fit' (default): the best of 0, 0.25, ..., 1 "
-                   "on the traces' own iteration times")
+                   "collective, in [0, 1], or 'fit' (default): the one of 0, 0.25, ..., 1 whose "
+                   "host fit has the smallest residual")
     add_json_flag(p)
     return p
 
