@@ -12,6 +12,7 @@ import argparse
 from tuner.cli._output import UsageError, add_json_flag, format_table, print_json
 from tuner.cli.sim_flow import (
     DEFAULT_FABRIC,
+    LOAD_MODE_ABOVE_RANKS,
     add_nccl_arguments,
     failed_from_args,
     model_from_args,
@@ -59,7 +60,7 @@ def sizes(lo: int, hi: int, factor: float) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from netsim.collectives import CollectiveCall, canonical_op, simulate_calls
+    from netsim.collectives import CollectiveCall, alltoall_load, canonical_op, simulate_calls
     from topologies import load_fabric
     from topologies.units import parse_bytes
 
@@ -69,12 +70,21 @@ def run(args: argparse.Namespace) -> int:
     nccl = nccl_from_args(args)
     model = model_from_args(args)
     elem = DTYPE_BYTES[args.dtype]
+    if model == "pfc":
+        raise UsageError("--flow-model pfc needs per-QP paths: not available for collectives")
+    n = ranks if isinstance(ranks, int) else len(ranks)
+    load = op == "alltoall" and (args.alltoall_mode == "load" or (
+        args.alltoall_mode == "auto" and n > LOAD_MODE_ABOVE_RANKS))
+    failed = failed_from_args(args.fail_links)
     rows, results = [], []
     for size in sizes(parse_bytes(args.minbytes), parse_bytes(args.maxbytes), args.stepfactor):
         # one run per size: the calls must not contend with each other
-        res = simulate_calls(fabric, [CollectiveCall(op, ranks, size)], nccl, model,
-                             seed=args.seed, failed_links=failed_from_args(args.fail_links),
-                             with_links=False)[0]
+        if load:
+            res = alltoall_load(fabric, ranks, size, nccl, model=model, seed=args.seed,
+                                failed_links=failed)
+        else:
+            res = simulate_calls(fabric, [CollectiveCall(op, ranks, size)], nccl, model,
+                                 seed=args.seed, failed_links=failed, with_links=False)[0]
         results.append({"size_bytes": size, "count": size // elem, "type": args.dtype,
                         "time_s": res.time_s, "algbw_GBps": res.algbw_GBps,
                         "busbw_GBps": res.busbw_GBps})

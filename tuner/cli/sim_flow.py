@@ -38,8 +38,13 @@ def add_nccl_arguments(p: argparse.ArgumentParser) -> None:
     _add(p, "--proto", default=None, choices=["simple", "ll128", "ll"],
          help="NCCL protocol: per-step latency and payload efficiency (default simple)")
     _add(p, "--no-pxn", action="store_true", help="disable PXN rail-aligned sends")
-    _add(p, "--flow-model", default=None, choices=["maxmin", "dcqcn"],
-         help="bandwidth sharing model (default: from --cc: none -> maxmin, dcqcn -> dcqcn)")
+    _add(p, "--flow-model", default=None, choices=["maxmin", "dcqcn", "pfc"],
+         help="bandwidth sharing model (default: from --cc: none -> maxmin, dcqcn -> dcqcn); "
+              "pfc = per-ingress-port sharing with head-of-line blocking, as a lossless fabric "
+              "without end-to-end CC shares (traffic and flow files only; slower)")
+    _add(p, "--alltoall-mode", default="auto", choices=["auto", "exact", "load"],
+         help="all-to-all engine: exact flow run, or load mode (QPs routed in bulk, time from "
+              "the busiest link; docs/flow-engine.md); auto = load above 2,048 ranks")
     _add(p, "--fail-links", default=None,
          help="comma list of directed link ids that are down (flows re-hash onto survivors)")
 
@@ -123,12 +128,28 @@ def run(args: argparse.Namespace) -> int:
     return _run_traffic(args, fabric, model, failed, parse_bytes(args.size or "2MB"))
 
 
-def _run_collective(args, fabric, model, failed, size) -> int:
-    from netsim.collectives import run_collective
+LOAD_MODE_ABOVE_RANKS = 2048  # exact and load mode agree there (tests/netsim/collectives)
 
-    res = run_collective(fabric, args.collective, ranks_from_args(args.ranks, fabric), size,
-                         nccl_from_args(args), model=model, seed=args.seed, failed_links=failed)
-    doc = {"fabric": fabric.name, **res.to_json()}
+
+def _run_collective(args, fabric, model, failed, size) -> int:
+    from netsim.collectives import alltoall_load, run_collective
+
+    if model == "pfc":
+        raise UsageError("--flow-model pfc needs per-QP paths: use it with --traffic or "
+                         "--flows, not --collective")
+    ranks = ranks_from_args(args.ranks, fabric)
+    n = len(fabric.gpus) if ranks is None else (ranks if isinstance(ranks, int) else len(ranks))
+    mode = getattr(args, "alltoall_mode", "auto")
+    engine = "exact"
+    if args.collective == "alltoall" and (
+            mode == "load" or (mode == "auto" and n > LOAD_MODE_ABOVE_RANKS)):
+        engine = "load"
+        res = alltoall_load(fabric, ranks, size, nccl_from_args(args), model=model,
+                            seed=args.seed, failed_links=failed)
+    else:
+        res = run_collective(fabric, args.collective, ranks, size, nccl_from_args(args),
+                             model=model, seed=args.seed, failed_links=failed)
+    doc = {"fabric": fabric.name, "engine": engine, **res.to_json()}
     doc["hottest_links"] = doc.get("hottest_links", [])[: args.top]
     if args.json:
         print_json(doc)

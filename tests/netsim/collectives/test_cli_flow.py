@@ -49,3 +49,24 @@ def test_bad_input_is_one_line_exit_2(capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "error" in err
+
+
+def test_alltoall_load_mode_matches_the_exact_engine(capsys):
+    base = ["simulate", "--level", "flow", "--collective", "alltoall", "--size", "16MiB",
+            "--ranks", "16", "--fabric", "fat-tree-k4", "--json", "--alltoall-mode"]
+    exact, load = _json(capsys, base + ["exact"]), _json(capsys, base + ["load"])
+    assert (exact["engine"], load["engine"]) == ("exact", "load")
+    assert load["time_s"] == pytest.approx(exact["time_s"], rel=1e-6)
+    assert _json(capsys, base + ["auto"])["engine"] == "exact"  # 16 ranks: below the threshold
+
+
+def test_pfc_model_is_refused_for_collectives(capsys):
+    assert main(["simulate", "--level", "flow", "--collective", "allreduce", "--flow-model",
+                 "pfc", "--fabric", "fat-tree-k4"]) == 2
+    assert "per-QP paths" in capsys.readouterr().err
+
+
+def test_pfc_model_runs_on_traffic(capsys):
+    doc = _json(capsys, ["simulate", "--level", "flow", "--fabric", "fat-tree-k4", "--size",
+                         "1MB", "--flow-model", "pfc", "--json"])
+    assert doc["flows"] == 16 and doc["model"] == "pfc"
