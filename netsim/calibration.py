@@ -74,8 +74,9 @@ class Calibration:
     """Largest world of the traces (ranks per host when all ran on one host)."""
     host_cores: float = math.inf
     """CPU cores the traced ranks shared (``math.inf``: no host model, e.g. GPU traces)."""
-    host: dict[str, float] = field(default_factory=dict)
-    """``HostCost`` fields and the host fit's residuals (empty without a host model)."""
+    host: dict[str, Any] = field(default_factory=dict)
+    """``HostCost`` fields and the host fit's residuals (empty without a host model);
+    ``compute_scale`` and ``iteration_fit`` (runs, residuals) after ``fit_host_on_iterations``."""
 
     def host_cost(self) -> HostCost:
         """CPU cost of collectives and per-step overhead (zero without a host model)."""
@@ -443,6 +444,100 @@ def load_calibration(path: str | Path) -> Calibration:
                            sources=list(data.get("sources", [])),
                            world_size=int(data.get("world_size", 1)),
                            host_cores=float(data.get("host_cores") or math.inf),
-                           host={k: float(v) for k, v in (data.get("host") or {}).items()})
+                           host={k: v if isinstance(v, dict) else float(v)  # iteration_fit
+                                 for k, v in (data.get("host") or {}).items()})
     except (KeyError, TypeError) as exc:
         raise ValueError(f"calibration {path}: bad field ({exc})") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# End-to-end step of the shared-host fit
+
+ITERATION_FIT_MIN_RUNS = 4  # four unknowns below
+
+
+def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: float,
+                  s_per_bus_byte: float) -> Calibration:
+    """``cal`` with its compute fits ``compute_scale`` times slower and the given host cost."""
+    out = Calibration(sources=cal.sources, world_size=cal.world_size, host_cores=cal.host_cores,
+                      comm=cal.comm, host=dict(cal.host))
+    for k, f in cal.compute.items():
+        out.compute[k] = Fit(f.intercept_s * compute_scale, f.rate / compute_scale, f.points,
+                             f.rel_rms, f.max_rel)
+    out.host.update(cpu_msg_s=msg_s, cpu_iter_s=iter_s)
+    out.host.pop("cpu_bytes_per_s", None)
+    if s_per_bus_byte > 0:
+        out.host["cpu_bytes_per_s"] = 1.0 / s_per_bus_byte
+    return out
+
+
+def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibration:
+    """Refit the shared-host model on the calibration runs' measured iteration times.
+
+    The per-record fits (``fit_calibration``) give the relative cost of the phases; their
+    absolute level and the host cost outside the records rest on the deflation of
+    time-sliced records, whose runnable weight of a rank inside a collective is only chosen
+    from a grid (``COMM_WEIGHTS``). Here the quantity the model predicts is fitted directly: on
+    a host-bound run (``T_host >= T_crit``) the model says
+    ``T x C = a x compute + msgs x cpu_msg_s + ranks x cpu_iter_s + bus bytes / cpu_bytes_per_s``
+    summed over the ranks (``netsim.workload.host``), linear in its four unknowns, solved by
+    non-negative least squares on relative errors, one row per run (``C``: the cores left to
+    the run). ``a`` scales every compute fit. Needs at least ``ITERATION_FIT_MIN_RUNS``
+    host-bound runs; otherwise ``cal`` comes back unchanged, with the reason in
+    ``host["iteration_fit"]``.
+    """
+    from scipy.optimize import nnls
+
+    from netsim.workload.predict import predict  # predict takes a Calibration: import late
+
+    if math.isinf(cal.host_cores):
+        return cal
+    base_cost = cal.host_cost()
+    cases, y = [], []
+    for run in runs:
+        job = job_from_trace(run)
+        cores = min(cal.host_cores, float(run.host.get("available_cores", cal.host_cores)))
+        first = predict(job, hardware=cal.hardware().replace(host_cores=cores), calibration=cal)
+        if first.host_s < first.pipeline_s:
+            continue  # not host-bound: the host equation does not hold for this run
+        cases.append((job, cores))
+        y.append(float(np.median(run.iteration_s(skip=1))) * cores)
+    if len(cases) < ITERATION_FIT_MIN_RUNS:
+        out = _host_variant(cal, 1.0, base_cost.cpu_msg_s, base_cost.cpu_iter_s,
+                            0.0 if math.isinf(base_cost.cpu_bytes_per_s)
+                            else 1.0 / base_cost.cpu_bytes_per_s)
+        out.host["iteration_fit"] = {"runs": len(cases), "skipped": (
+            f"needs {ITERATION_FIT_MIN_RUNS} host-bound runs")}
+        return out
+
+    def work(job, cores, a, m, i, b):
+        var = _host_variant(cal, a, m, i, b)  # its hardware() follows the scaled rates
+        return predict(job, hardware=var.hardware().replace(host_cores=cores),
+                       calibration=var).host_s * cores
+
+    t = np.array(y)
+    w = 1.0 / t
+    scale_a = 1.0
+    for _ in range(3):  # compute time is linear in the scale except roofline-bound fallbacks:
+        rows = []       # re-linearize around the current scale
+        for job, cores in cases:
+            comp = work(job, cores, scale_a, 0.0, 0.0, 0.0)
+            rows.append([comp / scale_a, work(job, cores, scale_a, 1.0, 0.0, 0.0) - comp,
+                         work(job, cores, scale_a, 0.0, 1.0, 0.0) - comp,
+                         work(job, cores, scale_a, 0.0, 0.0, 1.0) - comp])
+        a = np.array(rows)
+        col = np.maximum(np.abs(a * w[:, None]).max(axis=0), 1e-300)
+        coef = nnls(a * w[:, None] / col, t * w)[0] / col
+        if coef[0] <= 0:
+            return cal  # no compute term left: the runs say nothing about compute
+        converged = abs(coef[0] / scale_a - 1.0) < 1e-9
+        scale_a = float(coef[0])
+        if converged:
+            break
+    out = _host_variant(cal, float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]))
+    pred = np.array([work(job, cores, *map(float, coef)) for job, cores in cases])
+    rel = (pred - t) / t
+    out.host["compute_scale"] = float(coef[0])
+    out.host["iteration_fit"] = {"runs": len(rows), "rel_rms": float(np.sqrt(np.mean(rel**2))),
+                                 "max_rel": float(np.max(np.abs(rel)))}
+    return out

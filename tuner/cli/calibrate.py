@@ -28,6 +28,10 @@ def register(sub) -> argparse.ArgumentParser:
                    help="CPU cores the traced ranks shared (CPU trainer on one host): fit "
                    "dedicated-core work and the host's CPU cost of collectives (default: off, "
                    "wall times as measured, e.g. GPU traces)")
+    p.add_argument("--no-iteration-fit", action="store_true",
+                   help="with --host-cores: keep the per-record fits; by default the host "
+                   "model (compute scale, CPU cost per message and per iteration) is refitted "
+                   "on the traces' measured iteration times")
     p.add_argument("--comm-weight", default="fit", metavar="W",
                    help="with --host-cores: runnable weight of a rank inside a blocking "
                    "collective, in [0, 1], or 'fit' (default): the one of 0, 0.25, ..., 1 whose "
@@ -37,7 +41,7 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from netsim.calibration import fit_calibration, save_calibration
+    from netsim.calibration import fit_calibration, fit_host_on_iterations, save_calibration
     from netsim.traces import TraceRun, read_any
 
     runs, benches = [], []
@@ -54,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if weight is not None and not 0.0 <= weight <= 1.0:
         raise ValueError(f"--comm-weight must lie in [0, 1], got {weight}")
     cal = fit_calibration(runs, benches, host_cores=args.host_cores, comm_weight=weight)
+    if args.host_cores is not None and not args.no_iteration_fit:
+        cal = fit_host_on_iterations(cal, runs)
     if not cal.compute and not cal.comm:
         raise ValueError("the traces hold no compute or collective records to fit")
     save_calibration(cal, args.output)

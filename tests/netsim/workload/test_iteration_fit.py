@@ -1,0 +1,69 @@
+"""The end-to-end step of the shared-host fit (``fit_host_on_iterations``) against a known truth.
+
+Synthetic traces give the per-record fits; their iteration times are then replaced by what a
+known host model predicts (compute 1.3x slower than the records say, a per-message and a
+per-iteration CPU cost). The model is linear in those unknowns, so the refit must recover
+them and reproduce every iteration time, also of a run it was not fitted on.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from netsim.calibration import (
+    _host_variant,
+    fit_calibration,
+    fit_host_on_iterations,
+    job_from_trace,
+)
+from netsim.traces import read_trace_dir
+from netsim.workload import predict
+
+from .conftest import write_trace
+
+TRUTH = {"compute_scale": 1.3, "cpu_msg_s": 2e-4, "cpu_iter_s": 0.05}
+CORES = 2.0
+LAYOUTS = [(1, 1, 8), (2, 1, 4), (4, 1, 2), (1, 2, 4), (2, 2, 2)]
+
+
+def _with_truth_iterations(run, truth_cal):
+    t = predict(job_from_trace(run), hardware=truth_cal.hardware(), calibration=truth_cal)
+    assert t.host_s >= t.pipeline_s  # host-bound: the regime the refit is for
+    for rec in run.ranks[0].iterations:
+        rec["iteration_s"] = t.iteration_s
+    return t.iteration_s
+
+
+@pytest.fixture
+def setup(tmp_path):
+    runs = [read_trace_dir(write_trace(tmp_path / f"t{tp}{pp}{dp}", tp, pp, dp, mb=2))
+            for tp, pp, dp in LAYOUTS]
+    base = fit_calibration(runs, host_cores=CORES, comm_weight=0.5)
+    truth = _host_variant(base, TRUTH["compute_scale"], TRUTH["cpu_msg_s"], TRUTH["cpu_iter_s"],
+                          0.0)
+    expected = [_with_truth_iterations(r, truth) for r in runs]
+    return runs, base, truth, expected
+
+
+def test_refit_recovers_the_host_model(setup):
+    runs, base, _truth, expected = setup
+    cal = fit_host_on_iterations(base, runs[:4])
+    for key, value in TRUTH.items():
+        assert cal.host[key] == pytest.approx(value, rel=1e-6), key
+    assert cal.host["iteration_fit"]["runs"] == 4 and cal.host["iteration_fit"]["max_rel"] < 1e-6
+    held = runs[4]  # not fitted on
+    got = predict(job_from_trace(held), hardware=cal.hardware(), calibration=cal).iteration_s
+    assert got == pytest.approx(expected[4], rel=1e-6)
+
+
+def test_refit_needs_enough_host_bound_runs(setup):
+    runs, base, _truth, _ = setup
+    cal = fit_host_on_iterations(base, runs[:3])
+    assert "skipped" in cal.host["iteration_fit"]
+    assert cal.compute["forward"].rate == base.compute["forward"].rate
+
+
+def test_gpu_calibration_is_left_alone(setup):
+    runs, _base, _truth, _ = setup
+    wall = fit_calibration(runs)  # no host model
+    assert fit_host_on_iterations(wall, runs) is wall
