@@ -23,10 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 
 import numpy as np
+from _child import run_child
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -53,11 +53,7 @@ print(json.dumps({"op": op, "gpus": n, "links": fabric.num_links, "build_s": bui
 
 def run_case(op: str, n: int) -> dict:
     """Run one case in a child process and return its measurements."""
-    out = subprocess.run([sys.executable, "-c", _CHILD, op, str(n)], capture_output=True,
-                         text=True, check=False)
-    if out.returncode != 0:
-        return {"op": op, "gpus": n, "error": out.stderr.strip().splitlines()[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(_CHILD, op, str(n), op=op, gpus=n)
 
 
 def scaling(rows: list[dict]) -> dict:

@@ -20,10 +20,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 
 import numpy as np
+from _child import run_child
 
 _CHILD = r"""
 import json, resource, sys, time
@@ -51,11 +50,7 @@ print(json.dumps({"comm": comm, "gpus": n, "import_s": import_s, "build_s": buil
 
 def run_case(comm: str, n: int) -> dict:
     """One case in a child process; its measurements."""
-    out = subprocess.run([sys.executable, "-c", _CHILD, comm, str(n)], capture_output=True,
-                         text=True, check=False)
-    if out.returncode != 0:
-        return {"comm": comm, "gpus": n, "error": out.stderr.strip().splitlines()[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(_CHILD, comm, str(n), comm=comm, gpus=n)
 
 
 def median_case(comm: str, n: int, repeat: int) -> dict:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -492,7 +492,6 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
 
     if math.isinf(cal.host_cores):
         return cal
-    base_cost = cal.host_cost()
     cases, y = [], []
     for run in runs:
         job = job_from_trace(run)
@@ -503,12 +502,8 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
         cases.append((job, cores))
         y.append(float(np.median(run.iteration_s(skip=1))) * cores)
     if len(cases) < ITERATION_FIT_MIN_RUNS:
-        out = _host_variant(cal, 1.0, base_cost.cpu_msg_s, base_cost.cpu_iter_s,
-                            0.0 if math.isinf(base_cost.cpu_bytes_per_s)
-                            else 1.0 / base_cost.cpu_bytes_per_s)
-        out.host["iteration_fit"] = {"runs": len(cases), "skipped": (
-            f"needs {ITERATION_FIT_MIN_RUNS} host-bound runs")}
-        return out
+        return replace(cal, host={**cal.host, "iteration_fit": {
+            "runs": len(cases), "skipped": f"needs {ITERATION_FIT_MIN_RUNS} host-bound runs"}})
 
     def work(job, cores, a, m, i, b):
         var = _host_variant(cal, a, m, i, b)  # its hardware() follows the scaled rates

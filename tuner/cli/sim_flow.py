@@ -138,7 +138,7 @@ def _run_collective(args, fabric, model, failed, size) -> int:
         raise UsageError("--flow-model pfc needs per-QP paths: use it with --traffic or "
                          "--flows, not --collective")
     ranks = ranks_from_args(args.ranks, fabric)
-    n = len(fabric.gpus) if ranks is None else (ranks if isinstance(ranks, int) else len(ranks))
+    n = ranks if isinstance(ranks, int) else len(ranks)
     mode = getattr(args, "alltoall_mode", "auto")
     engine = "exact"
     if args.collective == "alltoall" and (
