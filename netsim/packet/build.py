@@ -13,7 +13,7 @@ from netsim.packet.config import PacketConfig, headroom_bytes_for, pause_quanta_
 from netsim.packet.engine import PacketSim, _QpClock
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
-from netsim.packet.telemetry import Sampler, hol_victims
+from netsim.packet.telemetry import Sampler, find_pause_cycle, hol_victims
 from netsim.traffic import Flow
 from topologies.units import PS_PER_US, ns_to_ps
 
@@ -218,7 +218,40 @@ def _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall) -> PacketResul
         data_packets=sim.inj_pkts, ctrl_packets=sim.ctrl_pkts, events=sim.events, wall_s=wall,
         ledger=ledger, deadlocks=sim.deadlocks,
         hol_victims=hol_victims(sim, flow_stats, ports, cfg, fabric), cc=cfg.cc, pfc=cfg.pfc,
-        time_ns=ts[0], queue_bytes=ts[1], flow_delivered_bytes=ts[2])
+        time_ns=ts[0], queue_bytes=ts[1], flow_delivered_bytes=ts[2],
+        stuck=sum(f.fct_ns is None and not f.failed for f in flow_stats),
+        paused_at_end=classify_paused(sim),
+        pfc_counters={"refreshes": sim.pause_refreshes, "expiries": sim.pause_expiries,
+                      "watchdog_storms": sim.watchdog_storms})
+
+
+def classify_paused(sim) -> list[dict]:
+    """Egress ports still paused at the end, each with why it cannot drain.
+
+    ``cycle``: part of a cycle of paused ports holding data (a PFC deadlock); ``lost_resume``:
+    the downstream ingress is below its XON level (or not in XOFF) yet the port stays paused;
+    ``congested``: the downstream ingress is legitimately above XON.
+    """
+    if not sim.paused_set:
+        return []
+    cycle = set(find_pause_cycle(sim) or ())
+    names = getattr(sim, "node_names", None)
+    out = []
+    for lid in sorted(sim.paused_set):
+        node = sim.L_dst[lid]
+        thr = sim.xoff_static if sim.xoff_static is not None else \
+            sim.alpha * (sim.buffer - sim.S_used[node])
+        if lid in cycle:
+            why = "cycle"
+        elif not sim.I_xoff[lid] or sim.I_bytes[lid] + sim.xon_off <= thr:
+            why = "lost_resume"
+        else:
+            why = "congested"
+        src, dst = sim.L_src[lid], node
+        out.append({"link": lid, "src": names[src] if names else src,
+                    "dst": names[dst] if names else dst, "queued_bytes": sim.P_qb[lid],
+                    "reason": why})
+    return out
 
 
 def _port_stats(sim, fabric, now) -> list[PortStats]:

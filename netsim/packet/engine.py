@@ -274,7 +274,7 @@ class PacketSim(RcTransport):
         self.P_busy[lk] = end
         self.P_txb[lk] += pkt.size
         if self.L_up[lk]:
-            heappush(self.q, (end + self.L_prop[lk], next(self.eid), self._arrive, lk, pkt))
+            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive, lk, pkt))
         else:
             self._lost(lk, pkt)
         return end
@@ -316,7 +316,7 @@ class PacketSim(RcTransport):
             self.P_busy[nl] = end
             self.P_txb[nl] += pkt.size
             if self.L_up[nl]:
-                heappush(self.q, (end + self.L_prop[nl], next(self.eid), self._arrive, nl, pkt))
+                heappush(self.q, (end + self.L_prop[nl], (nl + 1) << 40 | next(self.eid), self._arrive, nl, pkt))
             else:
                 self._lost(nl, pkt)
             return

@@ -120,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
     res = simulate_packets(fabric, flows, config, seed=args.seed, router=router, flaps=flaps)
     doc = res.to_json()
     doc["fabric"] = fabric.name
+    warning = res.stuck_warning()
+    if warning:
+        import sys
+
+        print(warning, file=sys.stderr)
     if args.plot:
         doc["plots"] = [str(p) for p in write_series(res, args.plot)]
     if args.json:
@@ -144,6 +149,7 @@ def _print_table(res, fabric_name: str, plots) -> None:
     summary = [
         ["fabric", fabric_name], ["cc / pfc", f"{res.cc} / {'on' if res.pfc else 'off'}"],
         ["flows done / failed", f"{len(done)} / {sum(f.failed for f in res.flows)}"],
+        ["stuck", res.stuck],
         ["max fct (us)", f"{max(done) / 1000:.3f}" if done else "-"],
         ["drops", res.drops], ["pfc pauses", res.pfc_pauses], ["ecn marks", res.ecn_marks],
         ["cnps", res.cnps], ["timeouts", res.timeouts], ["hol victims", len(res.hol_victims)],
