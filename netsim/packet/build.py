@@ -125,6 +125,8 @@ def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None 
             raise ValueError(f"flap link id {f.link_id} out of range 0..{len(sim.L_dst) - 1}")
         sim.at(f.down_ps, sim._link_state, f.link_id, False)
         sim.at(f.up_ps, sim._link_state, f.link_id, True)
+    if cfg.link_detect_ps is not None and flaps:
+        sim.reroute = _rerouter(sim, fabric, flows, qps_by_flow, router)
     sampler = Sampler(sim, len(flows), cfg.sample_interval_ps or 5 * PS_PER_US)
     sampler.start(min(f.start_ps for f in flows))
     wall0 = time.perf_counter()
@@ -173,6 +175,45 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
         sim.active_qps += len(qps)
         sim.at(int(fl.start_ps), _start_flow, sim, qps)
     return out
+
+
+def router_without(router, fabric, dead: Sequence[int]):
+    """The same router (seed, hashing) with the cables of *dead* out of every ECMP group, or
+    None when the router cannot say (then routes stay as they are)."""
+    from topologies.routing import Router
+
+    if hasattr(router, "without"):
+        return router.without(dead)
+    if isinstance(router, Router):
+        return Router(fabric, seed=router.seed, polarized=router.polarized, failed_links=dead)
+    return None
+
+
+def _rerouter(sim, fabric, flows, qps_by_flow, router):
+    """``reroute(t, dead)``: move every live QP onto the path its hash picks among the live
+    members (link-down repair), or back once the link returns (restore)."""
+    ends = [(_endpoint_nic(fabric, fl.src), _endpoint_nic(fabric, fl.dst)) for fl in flows]
+
+    def reroute(t, dead):
+        r = router_without(router, fabric, dead) if dead else router
+        if r is None:
+            return
+        for (s_nic, d_nic), qps in zip(ends, qps_by_flow, strict=False):
+            for qp in qps:
+                if qp.done or qp.error:
+                    continue
+                try:
+                    fwd = _nic_route(r, fabric, s_nic, d_nic, qp.sport)
+                    rev = _nic_route(r, fabric, d_nic, s_nic, qp.sport)
+                except ValueError:
+                    continue  # no live path (a host link): the QP keeps retrying its own
+                if fwd[0] != qp.port:
+                    continue
+                qp.fwd, qp.rev, qp.rport = fwd, rev, rev[0]
+                qp.ctrl_lat = sum(sim.L_prop[lid] + sim.ctrl_size * 8 * 10**12 // sim.L_rate[lid]
+                                  for lid in rev)
+
+    return reroute
 
 
 def _start_flow(t, sim, qps):

@@ -44,6 +44,13 @@ CC_NAMES = ("none", "dcqcn", "swift", "hybrid")
 #: ``netsim.cc`` is not installed to say otherwise.
 DEFAULT_CNP_INTERVAL_PS = 4 * PS_PER_US
 
+#: Link-down detection before a switch drops the member from its ECMP groups: 10 ms. Switch
+#: guides leave the link debounce timer off by default (Dell PowerSwitch N4000 "link debounce
+#: time": "Physical interfaces do not have debounce enabled by default", timer resolution about
+#: 10 ms; Cisco Nexus 5000 "link debounce": off unless configured, 0-5000 ms), so detection is
+#: the loss-of-signal notification, taken here as one 10 ms timer tick.
+LINK_DETECT_PS = 10 * 10**9
+
 #: Where switches mark ECN: at dequeue (HPCC ns-3) or at enqueue (RED at admission).
 ECN_MARK_POINTS = ("dequeue", "enqueue")
 
@@ -132,7 +139,7 @@ class PacketConfig:
     pfc_pause_quanta: int = 65535
     pfc_refresh: bool = True
     pfc_watchdog_ps: int | None = None
-    link_detect_ps: int | None = None
+    link_detect_ps: int | None = LINK_DETECT_PS
     ib_timeout: int = 20
     retry_cnt: int = 7
     adaptive_retrans: bool = False

@@ -151,6 +151,9 @@ class PacketSim(RcTransport):
         self.I_gen = [0] * n  # bumped on every XOFF / XON of an ingress (cancels refreshes)
         self.N_xoff: list[set] = [set() for _ in range(len(self.S_used))]
         self.refresh = cfg.pfc_refresh
+        self.detect_ps = cfg.link_detect_ps
+        self.reroute = None  # build: reroute(t, dead_links) moves QPs onto live ECMP members
+        self.route_updates = 0
         self.watchdog_ps = cfg.pfc_watchdog_ps
         self.fast = cfg.fast_path
         self.ecn_deq = cfg.ecn_mark_at == "dequeue"
@@ -530,3 +533,12 @@ class PacketSim(RcTransport):
             self.N_xoff[self.L_dst[d]].discard(d)
             if up:
                 self._kick(d, max(t, self.P_busy[d]))
+        if self.detect_ps is not None and self.reroute is not None:
+            # Switches take the member out of (or back into) their ECMP groups once the
+            # link-down (link-up) is detected.
+            self.at(t + self.detect_ps, self._ecmp_update)
+
+    def _ecmp_update(self, t, _a, _b):
+        """ECMP groups follow the links' state as of now (detected after ``link_detect_ps``)."""
+        self.route_updates += 1
+        self.reroute(t, [lid for lid, up in enumerate(self.L_up) if not up])
