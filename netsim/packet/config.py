@@ -82,7 +82,8 @@ class PacketConfig:
         congestion control's ``min_time_between_cnps_us`` (``cc_params`` or its default, 2 us),
         so the NP and the algorithm's parameter set agree; 0 = a CNP per marked packet.
     cc_hops : pass each QP's switch-hop count as ``params["hops"]`` to swift / hybrid (Swift's
-        per-hop target term); off by default: their target already adds the QP's unloaded RTT.
+        per-hop target term, part of Swift's target; on by default, off gives the target
+        without it: base RTT of the QP + base target + flow scaling).
     pfc : PFC on the RoCE class (lossless) or off (lossy: overflow drops).
     buffer_bytes : shared buffer per switch.
     pfc_alpha : dynamic threshold: an ingress queue may hold alpha x (free shared buffer).
@@ -122,7 +123,7 @@ class PacketConfig:
     cc_params: dict = field(default_factory=dict)
     cnp: bool | None = None
     cnp_interval_ps: int | None = None
-    cc_hops: bool = False
+    cc_hops: bool = True
     pfc: bool = True
     buffer_bytes: int = 32 * MB
     pfc_alpha: float = 1.0 / 8.0

@@ -273,6 +273,9 @@ class RcTransport:
         if kind == NACK and qp.snd_nxt > psn:
             qp.snd_nxt = psn  # go-back-N
             self.nacks_rx += 1
+            on_nack = getattr(qp.cc, "on_nack", None)
+            if on_nack is not None:
+                on_nack()
         self._port_ready(t, qp.port)
 
     # ---------------------------------------------------------------- responder (receiver) side
