@@ -263,7 +263,8 @@ def _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall) -> PacketResul
         stuck=sum(f.fct_ns is None and not f.failed for f in flow_stats),
         paused_at_end=classify_paused(sim),
         pfc_counters={"refreshes": sim.pause_refreshes, "expiries": sim.pause_expiries,
-                      "watchdog_storms": sim.watchdog_storms})
+                      "watchdog_storms": sim.watchdog_storms, "ctrl_drops": sim.drop_ctrl,
+                      "route_updates": sim.route_updates})
 
 
 def classify_paused(sim) -> list[dict]:
@@ -314,7 +315,7 @@ def _port_stats(sim, fabric, now) -> list[PortStats]:
 
 def _count_in_flight(sim) -> int:
     """Data packets still queued or on a wire when the run stopped (counted from the state)."""
-    n = sum(len(d) for d in sim.P_data)
+    n = sum(1 for d in sim.P_data for p in d if p.kind == 0)
     arrive = sim._arrive.__func__
     for item in sim.q:
         if len(item) == 5 and getattr(item[2], "__func__", None) is arrive and item[4].kind == 0:

@@ -70,6 +70,10 @@ class PacketConfig:
         shortcut (switch ports always serve one packet per service). A speed knob only: with
         ``cc`` none the results do not depend on it (tested); a rate change of DCQCN / Swift
         applies from the next committed packet.
+    ack_class : ``qp`` (default; ConnectX sends ACK/NAK in the QP's traffic class: they queue
+        with data at every hop, share its buffer and are stopped by its PFC pauses, while CNPs
+        travel in their own strict-priority class, cnp_dscp 48 / priority 6) or ``priority``
+        (ACK/NAK with the CNPs: strict priority, never paused; the earlier model).
     fast_path : an arriving packet that finds its egress idle, its queue empty and no PFC
         threshold in reach goes straight to the wire (a speed shortcut; same results).
     ctrl_per_hop : queue ACK/NACK/CNP at every hop (exact); default: they travel the reverse
@@ -136,6 +140,7 @@ class PacketConfig:
     ecn_pmax: float = 0.2
     ecn_mark_at: str = "dequeue"
     fast_path: bool = True
+    ack_class: str = "qp"
     pfc_response_quanta: int | None = None
     pfc_pause_quanta: int = 65535
     pfc_refresh: bool = True
@@ -173,6 +178,8 @@ class PacketConfig:
         if self.ecn_kmax_bytes < self.ecn_kmin_bytes:
             raise ValueError("PacketConfig.ecn_kmax_bytes must be >= ecn_kmin_bytes "
                              f"({self.ecn_kmax_bytes} < {self.ecn_kmin_bytes})")
+        if self.ack_class not in ("qp", "priority"):
+            raise ValueError(f"PacketConfig.ack_class must be qp or priority, got {self.ack_class!r}")
         if self.ecn_mark_at not in ECN_MARK_POINTS:
             raise ValueError(f"PacketConfig.ecn_mark_at must be one of {', '.join(ECN_MARK_POINTS)}, "
                              f"got {self.ecn_mark_at!r}")

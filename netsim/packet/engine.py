@@ -30,7 +30,7 @@ from heapq import heappop, heappush
 
 import simpy
 
-from netsim.packet.qp import DATA, RcTransport
+from netsim.packet.qp import CNP, DATA, RcTransport
 
 _PS_BITS = 8 * 10**12
 _NEVER = 1 << 62
@@ -157,6 +157,8 @@ class PacketSim(RcTransport):
         self.watchdog_ps = cfg.pfc_watchdog_ps
         self.fast = cfg.fast_path
         self.ecn_deq = cfg.ecn_mark_at == "dequeue"
+        self.ack_qp = cfg.ack_class == "qp"
+        self.drop_ctrl = 0  # ACK/NAKs dropped (in the QP's class they share the data buffer)
         self.ecn = cfg.ecn
         self.kmin, self.kmax, self.pmax = cfg.ecn_kmin_bytes, cfg.ecn_kmax_bytes, cfg.ecn_pmax
         self.rng = rng
@@ -244,7 +246,13 @@ class PacketSim(RcTransport):
         """
         ctrl = self.P_ctrl[lk]
         if ctrl:
-            self._tx(t, lk, ctrl.popleft())
+            if self.P_paused[lk] and self.ack_qp:
+                pkt = self._cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
+                if pkt is None:
+                    return
+            else:
+                pkt = ctrl.popleft()
+            self._tx(t, lk, pkt)
             if ctrl or self.P_data[lk] or self.L_nic[lk] >= 0:
                 self._kick(lk, self.P_busy[lk])
             return
@@ -259,7 +267,7 @@ class PacketSim(RcTransport):
         qb = self.P_qb[lk] - pkt.size
         self.P_qb[lk] = qb
         self._release(t, pkt)
-        if self.ecn_deq and qb > self.kmin and self.ecn:
+        if self.ecn_deq and qb > self.kmin and self.ecn and pkt.kind == DATA:
             # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
@@ -302,7 +310,7 @@ class PacketSim(RcTransport):
             return
         pkt.hop = h
         nl = route[h]
-        if pkt.kind != DATA:
+        if pkt.kind != DATA and (pkt.kind == CNP or not self.ack_qp):
             self.P_ctrl[nl].append(pkt)
             if self.P_wake[nl] < 0:
                 if self.P_busy[nl] <= t:
@@ -331,8 +339,7 @@ class PacketSim(RcTransport):
         xoff = self.I_xoff[lk]
         # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
         if used + size > self.buffer and not (pfc and xoff):
-            self.drop_buf += 1
-            self.P_drop[nl] += 1
+            self._drop_admit(pkt, nl, False)
             return
         qb = self.P_qb[nl]
         if busy > t:  # bytes still to serialize of the packets already committed
@@ -345,8 +352,7 @@ class PacketSim(RcTransport):
             if xoff:
                 hr = ib - self.I_level[lk]
                 if hr > self.headroom[lk]:
-                    self.drop_hr += 1
-                    self.P_drop[nl] += 1
+                    self._drop_admit(pkt, nl, True)
                     return
                 if hr > self.I_hr_max[lk]:
                     self.I_hr_max[lk] = hr
@@ -354,11 +360,10 @@ class PacketSim(RcTransport):
                 self._send_pause(t, lk, ib)
             self.I_bytes[lk] = ib
         elif qb + size > thr:
-            self.drop_buf += 1
-            self.P_drop[nl] += 1
+            self._drop_admit(pkt, nl, False)
             return
         self.S_used[node] = used + size
-        if qb > self.kmin and self.ecn and not self.ecn_deq:
+        if qb > self.kmin and self.ecn and not self.ecn_deq and pkt.kind == DATA:
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
                 self.P_ecn[nl] += 1
@@ -372,6 +377,25 @@ class PacketSim(RcTransport):
                 self._serve(t, nl)
             elif not self.P_paused[nl]:
                 self._kick(nl, busy)
+
+    def _drop_admit(self, pkt, nl, headroom):
+        """A packet for egress *nl* found no buffer (or headroom): count it by kind."""
+        self.P_drop[nl] += 1
+        if pkt.kind != DATA:
+            self.drop_ctrl += 1
+        elif headroom:
+            self.drop_hr += 1
+        else:
+            self.drop_buf += 1
+
+    @staticmethod
+    def _cnp_from(ctrl):
+        """Take the first CNP out of a control queue (None if it holds none)."""
+        for i, pkt in enumerate(ctrl):
+            if pkt.kind == CNP:
+                del ctrl[i]
+                return pkt
+        return None
 
     def _no_xoff(self, lk, size):
         """Whether a packet of *size* arriving on *lk* stays clear of every PFC threshold."""

@@ -104,3 +104,19 @@ def test_pause_expires_without_refresh_and_is_refreshed_otherwise():
     # without refresh an expired pause lets data into a full ingress: headroom overflows
     assert max(p.headroom_max_bytes for p in quiet.ports) >= max(
         p.headroom_max_bytes for p in kept.ports)
+
+
+def test_acks_ride_the_qps_class_and_queue_behind_its_data():
+    # h1..h8 -> h0 fill the port s0 -> h0; the ACKs of h0 -> h9 cross that port. In the QP's
+    # class (ConnectX) they wait behind the incast; in a strict-priority class they do not.
+    fab = star(10, host_gbps=400, latency_ns=1000)
+    flows = [Flow(f"h{i}", "h0", 2_000_000) for i in range(1, 9)] + [Flow("h0", "h9", 400_000)]
+    router = ShortestPathRouter(fab)
+    lag = {}
+    for ack_class in ("qp", "priority"):
+        res = simulate_packets(fab, flows, PacketConfig(ack_class=ack_class), seed=1, router=router)
+        f = res.flows[-1]
+        lag[ack_class] = f.completion_ns - f.fct_ns  # last byte in -> its ACK at the sender
+        assert res.stuck == 0 and res.pfc_counters["ctrl_drops"] == 0
+    assert lag["priority"] < 5_000  # a few us: propagation and serialization
+    assert lag["qp"] > 10 * lag["priority"]  # queued behind MBs of incast data
