@@ -319,24 +319,27 @@ class PacketSim(RcTransport):
                     self._kick(nl, self.P_busy[nl])
             return
         busy = self.P_busy[nl]
+        node = self.L_dst[lk]
+        size = pkt.size
+        used = self.S_used[node]
+        xoff = self.I_xoff[lk]
         if busy <= t and self.fast and not self.P_data[nl] and self.P_wake[nl] < 0 \
-                and not self.P_paused[nl] and not self.P_ctrl[nl] and self._no_xoff(lk, pkt.size):
+                and not self.P_paused[nl] and not self.P_ctrl[nl] and not xoff \
+                and used + size <= self.buffer and (not self.pfc or self.I_bytes[lk] + size <= (
+                    self.xoff_static if self.xoff_static is not None
+                    else self.alpha * (self.buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
             # buffer would hold it for no time; the same as the slow path below).
-            end = t + pkt.size * _PS_BITS // self.L_rate[nl]
+            end = t + size * _PS_BITS // self.L_rate[nl]
             self.P_busy[nl] = end
-            self.P_txb[nl] += pkt.size
+            self.P_txb[nl] += size
             if self.L_up[nl]:
                 heappush(self.q, (end + self.L_prop[nl], (nl + 1) << 40 | next(self.eid), self._arrive, nl, pkt))
             else:
                 self._lost(nl, pkt)
             return
         # ---- data: buffer admission, PFC, ECN (inlined: this runs once per packet and hop)
-        node = self.L_dst[lk]
-        size = pkt.size
-        used = self.S_used[node]
         pfc = self.pfc
-        xoff = self.I_xoff[lk]
         # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
         if used + size > self.buffer and not (pfc and xoff):
             self._drop_admit(pkt, nl, False)
@@ -396,19 +399,6 @@ class PacketSim(RcTransport):
                 del ctrl[i]
                 return pkt
         return None
-
-    def _no_xoff(self, lk, size):
-        """Whether a packet of *size* arriving on *lk* stays clear of every PFC threshold."""
-        node = self.L_dst[lk]
-        used = self.S_used[node]
-        if used + size > self.buffer or self.I_xoff[lk]:
-            return False
-        if not self.pfc:
-            return True
-        thr = self.xoff_static
-        if thr is None:
-            thr = self.alpha * (self.buffer - used)
-        return self.I_bytes[lk] + size <= thr
 
     def _send_pause(self, t, lk, ib):
         """Ingress queue of link *lk* passed XOFF: PAUSE its upstream port."""
