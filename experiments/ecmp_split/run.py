@@ -149,30 +149,37 @@ def plot_cdf(results_rows: list[dict], path: Path | None = None):
 
 
 def plot_iteration(summary: list[dict], path: Path | None = None):
-    """ECMP cost on iteration time (%) per fabric, placement and hashing (1 QP and most QPs)."""
+    """Left: iteration time over the same fabric made non-blocking (%), the cost of ECMP
+    collisions; right: the iteration time itself. Per fabric, placement, hashing, QPs."""
     import matplotlib.pyplot as plt
 
-    qmax = max(r["qps"] for r in summary)
-    labels, bars = [], defaultdict(list)
+    qs = sorted({1, max(r["qps"] for r in summary)})
+    hashes = [h for h in ("per_switch", "polarized") if any(r["hashing"] == h for r in summary)]
+    labels, cost, iters = [], defaultdict(list), defaultdict(list)
     for pl in ("contiguous", "scattered"):
-        for h in ("per_switch", "polarized"):
+        for h in hashes:
             labels.append(f"{pl}\n{h.replace('_', ' ')}")
             for fab in ("split", "nosplit"):
-                for q in (1, qmax):
+                for q in qs:
                     r = next((r for r in summary if (r["fabric"], r["placement"], r["hashing"],
                                                      r["qps"]) == (fab, pl, h, q)), None)
-                    bars[(fab, q)].append(100 * r["ecmp_cost"] if r else np.nan)
-    fig, ax = plt.subplots(figsize=(8, 4))
+                    cost[(fab, q)].append(100 * r["ecmp_cost"] if r else np.nan)
+                    iters[(fab, q)].append(r["iteration_s"] if r else np.nan)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4))
     x = np.arange(len(labels))
-    width = 0.8 / len(bars)
-    for i, ((fab, q), vals) in enumerate(sorted(bars.items())):
-        ax.bar(x + (i - (len(bars) - 1) / 2) * width, vals, width, label=f"{fab}, {q} QP")
-    ax.set_xticks(x, labels, fontsize=8)
-    ax.set_ylabel("iteration time over non-blocking fabric (%)")
-    ax.set_yscale("symlog", linthresh=1)
-    ax.set_title(f"GPT-3 175B, TP 8 PP 8, {summary[0]['gpus']} GPUs")
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
+    width = 0.8 / len(cost)
+    for ax, data in zip(axes, (cost, iters), strict=True):
+        for i, ((fab, q), vals) in enumerate(sorted(data.items())):
+            ax.bar(x + (i - (len(data) - 1) / 2) * width, vals, width,
+                   label=f"{fab}, {q} QP{'s' if q > 1 else ''}")
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].set_ylabel("iteration time over non-blocking fabric (%)")
+    axes[0].set_yscale("symlog", linthresh=1)
+    axes[1].set_ylabel("iteration time (s)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"GPT-3 175B, TP 8 PP 8, {summary[0]['gpus']} GPUs "
+                 "(split: 200G NICs; nosplit: 400G NICs)", fontsize=10)
     fig.tight_layout()
     if path:
         fig.savefig(path, dpi=120)
