@@ -50,7 +50,7 @@ def crosscheck(closed: list[dict], packet: list[dict]) -> list[dict]:
     """Closed form against the packet engine on every point both ran."""
     by_key = {tuple(r[k] for k in KEYS): r for r in closed}
     out = []
-    for p in packet:
+    for p in sorted(packet, key=lambda r: tuple(r[k] for k in KEYS)):
         c = by_key.get(tuple(p[k] for k in KEYS))
         if c is None:
             continue
