@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = run_specs(args.out, args.full, args.workers, args.scheduler)
+    rows["network"] = sorted(rows["network"] + [r for r in rows["overlaps"]
+                                                if r["overlap"] in ("none", "all")],
+                             key=lambda r: (r["gpus"], r["overlap"], r["network"]))
     write_csv(args.out / "mfu_overlaps.csv", rows["overlaps"])
     write_csv(args.out / "mfu_network.csv", rows["network"])
     plot_overlaps(rows["overlaps"], args.out / "mfu_overlaps.png")
