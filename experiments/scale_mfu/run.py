@@ -86,6 +86,8 @@ def plot_network(rows: list[dict], path: Path | None = None):
     """Predicted MFU vs GPUs under the network what-ifs, without and with overlap."""
     import matplotlib.pyplot as plt
 
+    whatif = {r["gpus"] for r in rows if r["network"] != "base"}
+    rows = [r for r in rows if r["gpus"] in whatif]  # the scales every what-if ran at
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     for ax, ov in zip(axes, ("none", "all"), strict=True):
         for net in ("base", "nic_x0.5", "nic_x2", "agg_2to1", "spine_down"):
