@@ -19,6 +19,7 @@ the reference's behaviour and says so. ``python -m netsim.cc.reference --help`` 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import math
 import sys
@@ -45,6 +46,7 @@ NS3_HEADER_BYTES = 48  # CustomHeader::GetStaticWholeHeaderSize with IntHeader m
 NS3_ACK_BYTES = 60  # rdma-hw.cc pads ACK/NACK to 60 B
 QLEN_SAMPLE_NS = 100  # third.cc qlen_mon_interval
 QLEN_DUMP_NS = 100_000_000  # third.cc qlen_dump_interval: a cumulative histogram every 0.1 s
+KEEP_PORTS = 3  # queue histograms kept per run: the ports with the largest mean queue
 
 #: Targets on long flows (issue 17).
 TARGETS = {"fct": 0.10, "throughput": 0.05, "queue": 0.25}
@@ -312,6 +314,8 @@ def collect_ns3(sc: RefScenario, run_dir: Path) -> dict:
             key = f"{topo.name_of(node)}->{topo.name_of(topo.neighbor(node, ifx))}"
             pauses[key] = pauses.get(key, 0) + 1
     queues = _qlen_histograms(topo, (run_dir / "qlen.txt").read_text(), end_ns)
+    keep = sorted(queues, key=lambda k: -_hist_mean(queues[k]))[:KEEP_PORTS]
+    queues = {k: queues[k] for k in sorted(keep)}
     return {"scenario": sc.name, "flows": flows, "end_ns": end_ns, "pfc_pauses": pauses,
             "queue_hist_kb": queues, "queue_sample_ns": QLEN_SAMPLE_NS}
 
@@ -488,11 +492,11 @@ DATA_DIR = Path(__file__).resolve().parents[2] / "tests" / "data" / "hpcc-ns3"
 
 
 def load_reference(path: Path | None = None) -> dict[str, dict]:
-    """The stored ns-3 records by scenario name (``tests/data/hpcc-ns3/results.json``)."""
-    p = path or DATA_DIR / "results.json"
+    """The stored ns-3 records by scenario name (``tests/data/hpcc-ns3/results.json.gz``)."""
+    p = path or DATA_DIR / "results.json.gz"
     if not p.exists():
         raise ValueError(f"no reference results at {p}: run tests/data/hpcc-ns3/run_all.sh")
-    return {r["scenario"]: r for r in json.loads(p.read_text())["runs"]}
+    return {r["scenario"]: r for r in json.loads(gzip.decompress(p.read_bytes()))["runs"]}
 
 
 def compare_scenario(name: str, refs: dict[str, dict] | None = None, seed: int = 1) -> Comparison:
@@ -554,8 +558,8 @@ def _dispatch(args) -> int:
         runs = []
         for d in sorted(p for p in args.runs_dir.iterdir() if (p / "fct.txt").exists()):
             runs.append(collect_ns3(RefScenario.from_name(d.name), d))
-        args.out.write_text(json.dumps({"upstream_commit": args.commit, "runs": runs},
-                                       separators=(",", ":")) + "\n")
+        doc = json.dumps({"upstream_commit": args.commit, "runs": runs}, separators=(",", ":"))
+        args.out.write_bytes(gzip.compress(doc.encode() + b"\n", 9, mtime=0))
         print(f"{len(runs)} runs -> {args.out}", file=sys.stderr)
         return 0
     refs = load_reference()

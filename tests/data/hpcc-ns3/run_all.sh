@@ -19,4 +19,4 @@ for d in "$RUNS"/*/; do
   cp "$d/fct.txt" "$HERE/outputs/$name/"
   gzip -9n < "$d/pfc.txt" > "$HERE/outputs/$name/pfc.txt.gz"
 done
-$PY -m netsim.cc.reference ns3-collect "$RUNS" "$HERE/results.json" --commit "$COMMIT"
+$PY -m netsim.cc.reference ns3-collect "$RUNS" "$HERE/results.json.gz" --commit "$COMMIT"
