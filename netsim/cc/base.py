@@ -177,6 +177,8 @@ class CnpGenerator:
         """
         from netsim.cc.params import DcqcnParams, params_for, us_ps
 
+        # The CNP interval does not depend on the line rate a preset scales its steps by.
+        params = _expand_preset(name, params, 25_000_000_000)
         p = params_for(name, params) if name in ("dcqcn", "hybrid") else DcqcnParams()
         return cls(us_ps(p.min_time_between_cnps_us) if p.min_time_between_cnps_us else 0)
 

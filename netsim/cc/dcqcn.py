@@ -1,24 +1,35 @@
 """DCQCN reaction point (Zhu et al., SIGCOMM 2015) with NVIDIA ConnectX firmware semantics.
 
 State per QP: current rate ``R_C`` (``rate_bps``), target rate ``R_T`` (``target_bps``) and
-the congestion estimate ``alpha``.
+the congestion estimate ``alpha``. Sources of each rule are in ``docs/congestion-control.md``
+(mstflint's mlxconfig parameter descriptions, the Mellanox DCQCN parameter page, HPCC's ns-3
+``rdma-hw.cc``).
 
 - **alpha** is updated every ``dce_tcp_rtt`` (1 us) once the first CNP has arrived:
   ``alpha <- (1-g) alpha + g`` if a CNP arrived since the previous update, else
-  ``alpha <- (1-g) alpha``, with ``g = 1 - dce_tcp_g/1024``. The first CNP sets
-  ``alpha = initial_alpha_value/1024``. Updates are computed lazily (closed form
-  ``alpha (1-g)^k`` over ``k`` updates without CNP), so alpha costs no events.
-- **Cut** on a CNP, at most once per ``rate_reduce_monitor_period`` (a CNP inside the period
-  defers the cut to the period's end): ``R_T <- R_C`` (see ``clamp_tgt_rate``),
-  ``R_C <- R_C max(1 - alpha 1024/2^rpg_gd, rpg_min_dec_fac)``, i.e. ``R_C (1 - alpha/2)`` for
-  the default ``rpg_gd = 11``; never below ``rpg_min_rate``. The cut resets both increase
-  counters and restarts the timer.
+  ``alpha <- (1-g) alpha``; ``g`` from ``dce_tcp_g`` and ``dce_tcp_g_reading``
+  (default ``g = 1 - dce_tcp_g/1024``). The first CNP sets ``alpha =
+  initial_alpha_value/1024``. Updates are computed lazily (closed form ``alpha (1-g)^k`` over
+  ``k`` updates without CNP), so alpha costs no events.
+- **Cut**, checked on a grid of ``rate_reduce_monitor_period`` anchored at the first CNP
+  (mstflint: "the flow rate is reduced at the beginning of the next
+  rate_reduce_monitor_period interval ... only if a CNP is received during the relevant time
+  interval"; HPCC ns-3 ``CheckRateDecreaseMlx``): if a CNP arrived in the interval,
+  ``R_T <- R_C`` when ``clamp_tgt_rate`` or (``clamp_tgt_rate_after_time_inc`` and an
+  increase event happened since the previous cut: any, or a timer one with
+  ``clamp_ati_reading = timer_only``), then ``R_C <- R_C max(1 - alpha 1024/2^rpg_gd,
+  rpg_min_dec_fac)``, i.e. ``R_C (1 - alpha/2)`` for the default ``rpg_gd = 11``; never below
+  ``rpg_min_rate``. The cut resets both increase counters and restarts the timer. The grid
+  stops when a check finds no CNP and resumes on the next CNP at the next grid point.
 - **Increase events** come from the timer (every ``rpg_time_reset`` us) and the byte counter
-  (every ``rpg_byte_reset`` bytes sent). With ``T`` and ``BC`` the events counted since the
-  cut (including this one) and ``F = rpg_threshold``: fast recovery while
+  (every ``rpg_byte_reset`` bytes sent; the unit is bytes, mstflint: "Transmitted data between
+  rate increases if no CNPs are received. Given in Bytes"). With ``T`` and ``BC`` the events
+  counted since the cut (including this one) and ``F = rpg_threshold``: fast recovery while
   ``max(T, BC) <= F`` (``R_C <- (R_T + R_C)/2``); hyper increase once ``min(T, BC) > F``
   (``R_T += HAI`` then halve the gap); additive increase otherwise (``R_T += AI`` then halve
-  the gap). ``R_T`` never exceeds the line rate. With the byte counter off, ``BC = T``.
+  the gap). With the byte counter off the timer stage alone decides as in HPCC ns-3: fast
+  while ``T <= F``, additive at ``T = F + 1``, hyper after. ``R_T`` never exceeds the line
+  rate.
 - Timers stop once the QP is back at line rate, so an uncongested QP schedules nothing.
 """
 
@@ -111,12 +122,14 @@ class Dcqcn:
         self._monitor_ps, self._timer_ps = us_ps(p.rate_reduce_monitor_period_us), us_ps(
             p.rpg_time_reset_us)
         self._byte_reset = p.rpg_byte_reset_bytes
+        self._any_clamp = p.clamp_ati_reading == "any_increase"
         self._last_cut_ps: int | None = None
-        self._cut_pending = False
+        self._grid0_ps = 0  # the first CNP: the rate-decrease checks run on its grid
+        self._check_pending = False
+        self._cnp_in_period = False
         self._timer_gen = 0  # bumping it cancels the outstanding timer callback
         self._t_stage = self._bc_stage = 0
         self._bytes = 0
-        self._increases_since_cut = 0
         self._recovering = False  # increase machinery active (rate or target below the cap)
         self.cnps = self.cuts = self.increase_events = 0
         self.last_phase = ""  # phase of the latest increase event: fast, additive or hyper
@@ -147,33 +160,42 @@ class Dcqcn:
         """DCQCN reacts to CNPs only; ACKs carry no signal for it."""
 
     def on_cnp(self) -> None:
-        """Update alpha's CNP flag and cut the rate (now, or at the end of the monitor period)."""
+        """Record the CNP for alpha and for the next rate-decrease check of the grid."""
         now = self.clock.now_ps
         self.cnps += 1
         first = self._alpha.on_cnp(now)
-        if first and self.params.rate_to_set_on_first_cnp_mbps:
-            rate = min(mbps_bps(self.params.rate_to_set_on_first_cnp_mbps), self.max_rate_bps)
-            self.rate_bps = self.target_bps = max(rate, self.min_rate_bps)
-            self._last_cut_ps = now
-            self._restart_increase(now)
-            return
-        if self._last_cut_ps is None or now - self._last_cut_ps >= self._monitor_ps:
-            self._cut(now)
-        elif not self._cut_pending:
-            self._cut_pending = True
-            self.clock.call_at(self._last_cut_ps + self._monitor_ps, self._deferred_cut)
+        self._cnp_in_period = True
+        if first:
+            self._grid0_ps = now
+            rate = self.params.rate_to_set_on_first_cnp_mbps
+            if rate:
+                rate = min(mbps_bps(rate), self.max_rate_bps)
+                self.rate_bps = self.target_bps = max(rate, self.min_rate_bps)
+                self._restart_increase(now)
+        if not self._check_pending:
+            self._check_pending = True
+            k = (now - self._grid0_ps) // self._monitor_ps + 1
+            self.clock.call_at(self._grid0_ps + k * self._monitor_ps, self._check_decrease)
 
     def on_timeout(self) -> None:
         """No rate change on a retransmit timeout (the firmware's DCQCN has none)."""
 
     # -- internals ---------------------------------------------------------------------------
-    def _deferred_cut(self) -> None:
-        self._cut_pending = False
-        self._cut(self.clock.now_ps)
+    def _check_decrease(self) -> None:
+        """A grid point of ``rate_reduce_monitor_period``: cut if a CNP came in the interval."""
+        now = self.clock.now_ps
+        if not self._cnp_in_period:
+            self._check_pending = False  # the grid sleeps until the next CNP
+            return
+        self._cnp_in_period = False
+        self._cut(now)
+        self.clock.call_at(now + self._monitor_ps, self._check_decrease)
 
     def _cut(self, now: int) -> None:
         alpha = self._alpha.advance(now)
-        if self.params.clamp_tgt_rate or self._increases_since_cut or self._last_cut_ps is None:
+        p = self.params
+        increased = self._t_stage > 0 or (self._any_clamp and self._bc_stage > 0)
+        if p.clamp_tgt_rate or (p.clamp_tgt_rate_after_time_inc and increased):
             self.target_bps = self.rate_bps
         factor = max(1.0 - self._cut_scale * alpha, self._min_factor)
         self.rate_bps = max(self.min_rate_bps, self.rate_bps * factor)
@@ -182,7 +204,7 @@ class Dcqcn:
         self._restart_increase(now)
 
     def _restart_increase(self, now: int) -> None:
-        self._t_stage = self._bc_stage = self._bytes = self._increases_since_cut = 0
+        self._t_stage = self._bc_stage = self._bytes = 0
         self._recovering = True
         self._timer_gen += 1
         self.clock.call_at(now + self._timer_ps, partial(self._on_timer, self._timer_gen))
@@ -196,9 +218,9 @@ class Dcqcn:
             self.clock.call_at(self.clock.now_ps + self._timer_ps, partial(self._on_timer, gen))
 
     def _phase(self, t: int, bc: int) -> str:
-        if not self._byte_reset:
-            bc = t  # byte counter off: the timer alone sets the stage
         f = self.params.rpg_threshold
+        if not self._byte_reset:  # byte counter off: the timer stage alone (HPCC ns-3)
+            return "fast" if t <= f else ("additive" if t == f + 1 else "hyper")
         if max(t, bc) <= f:
             return "fast"
         return "hyper" if min(t, bc) > f else "additive"
@@ -211,7 +233,6 @@ class Dcqcn:
         elif phase == "hyper":
             self.target_bps = min(self.target_bps + self._hai_bps, self.max_rate_bps)
         self.rate_bps = min((self.rate_bps + self.target_bps) / 2.0, self.max_rate_bps)
-        self._increases_since_cut += 1
         self.increase_events += 1
         cap = self.max_rate_bps
         if self.target_bps >= cap and cap - self.rate_bps <= _SNAP_FRACTION * cap:

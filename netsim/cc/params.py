@@ -23,7 +23,7 @@ from topologies.units import PS_PER_US
 
 P = TypeVar("P", bound="_Params")
 
-_KINDS = {"int": int, "float": float, "bool": bool}
+_KINDS = {"int": int, "float": float, "bool": bool, "str": str}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -37,6 +37,8 @@ def _coerce(cls_name: str, name: str, kind: type, value: Any) -> Any:
             if isinstance(value, (bool, int, np.integer)) and int(value) in (0, 1):
                 return bool(value)
             raise ValueError
+        if kind is str:
+            return str(value).strip()
         if kind is int:
             as_float = float(value)
             if not as_float.is_integer():
@@ -180,21 +182,41 @@ class DcqcnParams(_Params):
     rpg_min_dec_fac_pct: float = 50.0
     # rate_to_set_on_first_cnp: 0 = cut as usual on the first CNP.
     rate_to_set_on_first_cnp_mbps: float = 0.0
-    # dce_tcp_g: alpha EWMA weight of the old value in /1024, alpha <- (g*alpha + (1024-g)*cnp)/1024,
-    # i.e. the paper's gain g = (1024 - 1019)/1024 = 5/1024 (the paper uses 1/256).
+    # dce_tcp_g: alpha EWMA constant in /1024, read as set by ``dce_tcp_g_reading``. Default
+    # reading "old_weight" (Mellanox community DOC-2790 "DCQCN Parameters", later revisions):
+    # every dce_tcp_rtt, alpha <- (G/1024) alpha + (1 - G/1024) [CNP in the period] or
+    # alpha <- (G/1024) alpha, i.e. the paper's gain g = 1 - G/1024 = 5/1024 for G = 1019 (the
+    # DCQCN paper uses g = 1/256 = 4/1024, HPCC ns-3 the same). An early revision of that page
+    # gives (1024 - G)/1024 x alpha for the decrease: "new_weight", g = G/1024.
     dce_tcp_g: int = 1019
+    # How dce_tcp_g is read: "old_weight" (default, the later DOC-2790 revisions and the
+    # ConnectX default 1019 giving a gain close to the paper's 1/256) or "new_weight".
+    dce_tcp_g_reading: str = "old_weight"
     # dce_tcp_rtt: us between alpha updates (firmware; HPCC ns-3 ALPHA_RESUME_INTERVAL 1 us).
     dce_tcp_rtt_us: float = 1.0
     # initial_alpha_value: alpha set on the first CNP, in /1024.
     initial_alpha_value: int = 1023
     # rate_reduce_monitor_period: at most one rate cut per this many us (HPCC ns-3: 4 us).
     rate_reduce_monitor_period_us: float = 4.0
-    # clamp_tgt_rate: firmware default 0, i.e. a cut keeps the old target rate when no increase
-    # event happened since the previous cut (HPCC ns-3 ``m_EcnClampTgtRate``); 1 = always R_T=R_C.
+    # clamp_tgt_rate (mstflint mlxconfig description): "whenever a CNP is processed, the
+    # target rate is updated to be the current rate"; ConnectX default 0 (mlxconfig dumps).
     clamp_tgt_rate: bool = False
-    # min_time_between_cnps (notification point): us between CNPs of one QP; the mlxconfig dump
-    # shows 2 (nccl-roce.md 5.1, "check DOCA for your firmware"). The DCQCN paper used 50 us.
-    min_time_between_cnps_us: float = 2.0
+    # clamp_tgt_rate_after_time_inc (mstflint): on a CNP the target rate is updated "if the
+    # transmission rate was increased due to the timer, and not only due to the byte counter";
+    # ConnectX default 1. The sentence reads two ways (clamp_ati_reading): "any_increase"
+    # (default: timer increases count too, not only byte-counter ones, i.e. clamp after any
+    # increase event) or "timer_only" (clamp only after a timer increase). HPCC ns-3 has no
+    # byte counter and clamps iff rpTimeStage != 0, which both readings give there.
+    # With both clamps 0 the target rate is never set from the current rate by a cut.
+    clamp_tgt_rate_after_time_inc: bool = True
+    # Reading of clamp_tgt_rate_after_time_inc: "any_increase" or "timer_only" (see above and
+    # docs/congestion-control.md for why the default is any_increase).
+    clamp_ati_reading: str = "any_increase"
+    # min_time_between_cnps (notification point): us between CNPs of one QP. Two public
+    # ``mlxconfig q`` dumps of current ConnectX firmware show 4 (MIN_TIME_BETWEEN_CNPS_P1 4,
+    # next to CNP_DSCP 48 / CNP_802P_PRIO 6); nccl-roce.md 5.1 read 2 from another dump and
+    # older mstflint descriptions give 0. The DCQCN paper used 50 us. See docs.
+    min_time_between_cnps_us: float = 4.0
 
     def __post_init__(self) -> None:
         for name in ("rpg_time_reset_us", "dce_tcp_rtt_us", "rate_reduce_monitor_period_us"):
@@ -211,11 +233,15 @@ class DcqcnParams(_Params):
         self._check("dce_tcp_g", 0 <= self.dce_tcp_g <= 1024, "fixed point /1024 in [0, 1024]")
         self._check("initial_alpha_value", 0 <= self.initial_alpha_value <= 1024,
                     "fixed point /1024 in [0, 1024]")
+        self._check("dce_tcp_g_reading", self.dce_tcp_g_reading in G_READINGS,
+                    f"one of {', '.join(G_READINGS)}")
+        self._check("clamp_ati_reading", self.clamp_ati_reading in CLAMP_READINGS,
+                    f"one of {', '.join(CLAMP_READINGS)}")
 
     @property
     def g(self) -> float:
-        """The DCQCN paper's EWMA gain g per alpha update, ``1 - dce_tcp_g/1024``."""
-        return 1.0 - self.dce_tcp_g / 1024.0
+        """The DCQCN paper's EWMA gain g per alpha update (see ``dce_tcp_g_reading``)."""
+        return alpha_gain(self.dce_tcp_g, self.dce_tcp_g_reading)
 
     @property
     def cut_scale(self) -> float:
@@ -249,6 +275,24 @@ class DcqcnParams(_Params):
             return cls(**common)
         return cls(**common, dce_tcp_rtt_us=50.0, rate_reduce_monitor_period_us=50.0,
                    rpg_time_reset_us=55.0, min_time_between_cnps_us=50.0)
+
+
+#: Readings of ``clamp_tgt_rate_after_time_inc``: clamp after any increase or a timer one only.
+CLAMP_READINGS = ("any_increase", "timer_only")
+
+#: Readings of ``dce_tcp_g``: the weight of the old alpha (default) or of the new sample.
+G_READINGS = ("old_weight", "new_weight")
+
+
+def alpha_gain(dce_tcp_g: int, reading: str = "old_weight") -> float:
+    """The paper's EWMA gain g from the firmware's ``dce_tcp_g`` under ``reading``.
+
+    >>> alpha_gain(1019), alpha_gain(1019, "new_weight")
+    (0.0048828125, 0.9951171875)
+    """
+    if reading == "new_weight":
+        return dce_tcp_g / 1024.0
+    return 1.0 - dce_tcp_g / 1024.0
 
 
 def _swift_check(p: SwiftParams | HybridParams) -> None:
@@ -329,7 +373,7 @@ class HybridParams(_Params):
     dce_tcp_rtt_us: float = 1.0
     initial_alpha_value: int = 1023
     rate_reduce_monitor_period_us: float = 4.0
-    min_time_between_cnps_us: float = 2.0
+    min_time_between_cnps_us: float = 4.0
     # Swift part (same meaning and source as SwiftParams) except the queueing budget: 2 us
     # (100 KB at 400 G) is below the Cumulus ECN Kmin of 150 KB (3 us at 400 G), so delay
     # control acts before ECN and ECN only catches bursts. Derived, not published.

@@ -9,7 +9,7 @@ import numpy as np
 
 from netsim.faults import LinkFlap
 from netsim.packet.cc_adapter import make_cc, make_cnp_generator
-from netsim.packet.config import PacketConfig, headroom_bytes_for
+from netsim.packet.config import PacketConfig, headroom_bytes_for, pause_quanta_for, quanta_ps
 from netsim.packet.engine import PacketSim, _QpClock
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
@@ -76,9 +76,16 @@ def build_sim(fabric, cfg: PacketConfig, rng: np.random.Generator) -> PacketSim:
     prop = [ns_to_ps(float(x)) for x in fabric.link_latency_ns]
     sim = PacketSim(src.tolist(), dst.tolist(), np.asarray(fabric.link_capacity_bps).tolist(), prop,
                     link_nic, rev, cfg, rng)
+    sim.P_commit = [0] * n
     for lid in range(n):
+        rate = sim.L_rate[lid]
         sim.headroom[lid] = (cfg.headroom_bytes if cfg.headroom_bytes is not None else
-                             headroom_bytes_for(sim.L_rate[lid], prop[lid], cfg.wire_bytes))
+                             headroom_bytes_for(rate, prop[lid], cfg.wire_bytes))
+        quanta = (cfg.pfc_response_quanta if cfg.pfc_response_quanta is not None
+                  else pause_quanta_for(rate))
+        sim.P_resp[lid] = quanta_ps(quanta, rate)
+        sim.P_ptime[lid] = quanta_ps(cfg.pfc_pause_quanta, rate)
+        sim.P_commit[lid] = min(cfg.commit_ps, sim.P_resp[lid])
     sim.nic_active = [[] for _ in fabric.nics]
     sim.nic_names = list(fabric.nics)
     sim.node_names = list(fabric.nodes)

@@ -14,7 +14,15 @@ Sources (see ``../shared/reference/nccl-roce.md`` and ``peer-simulators.md``):
 * Retransmission: timer 4.096 us x 2^timeout, NCCL_IB_TIMEOUT default 20, NCCL_IB_RETRY_CNT 7
   (nccl-roce.md 2). Adaptive retransmission: ``adap_retrans`` ladder from a 4 us base
   (nccl-roce.md 5.3).
-* CNP pacing: ``min_time_between_cnps`` 2 us (ConnectX dump, nccl-roce.md 5.1).
+* CNP pacing: ``min_time_between_cnps`` 4 us (ConnectX mlxconfig dumps; see
+  ``docs/congestion-control.md`` for the sources that disagree).
+* ECN marking at dequeue by default (HPCC ns-3 ``SwitchNode::SwitchNotifyDequeue``), at
+  enqueue on request (``ecn_mark_at``); ASICs differ, see ``docs/congestion-control.md``.
+* PFC timing (IEEE 802.1Qbb / 802.3 Annex 31B): a PAUSE leaves after the frame in flight on
+  the reverse port, crosses the cable and takes effect after the peer's response delay
+  (``pfc_response_quanta``, default the 802.3 quanta per speed that SONiC's headroom formula
+  uses); it lasts ``pfc_pause_quanta`` x 512 bit times unless refreshed (the switch resends
+  XOFF every half pause time while the ingress stays above XON) or resumed.
 """
 
 from __future__ import annotations
@@ -34,7 +42,10 @@ CC_NAMES = ("none", "dcqcn", "swift", "hybrid")
 
 #: ConnectX ``min_time_between_cnps`` default (mlxconfig dump, nccl-roce.md 5.1), when
 #: ``netsim.cc`` is not installed to say otherwise.
-DEFAULT_CNP_INTERVAL_PS = 2 * PS_PER_US
+DEFAULT_CNP_INTERVAL_PS = 4 * PS_PER_US
+
+#: Where switches mark ECN: at dequeue (HPCC ns-3) or at enqueue (RED at admission).
+ECN_MARK_POINTS = ("dequeue", "enqueue")
 
 
 @dataclass(frozen=True)
@@ -47,8 +58,13 @@ class PacketConfig:
     header_bytes, wire_gap_bytes : per-packet headers and preamble + IFG on the wire.
     ctrl_bytes : ACK / NACK / CNP frame size (minimum Ethernet frame).
     ack_every_packets : ACK coalescing: one ACK per this many in-order packets (and at message end).
-    commit_ps : a port commits back-to-back data packets up to this far ahead per service
-        (its PAUSE / priority reaction time; 0 = one packet per service, slower).
+    commit_ps : a NIC port commits paced data packets up to this far ahead per service, capped
+        by its PFC response delay so that a PAUSE stops it exactly when it would without the
+        shortcut (switch ports always serve one packet per service). A speed knob only: with
+        ``cc`` none the results do not depend on it (tested); a rate change of DCQCN / Swift
+        applies from the next committed packet.
+    fast_path : an arriving packet that finds its egress idle, its queue empty and no PFC
+        threshold in reach goes straight to the wire (a speed shortcut; same results).
     ctrl_per_hop : queue ACK/NACK/CNP at every hop (exact); default: they travel the reverse
         path in one event of propagation + serialization (strict priority, never paused),
         lost if a link of the path is down.
@@ -68,6 +84,17 @@ class PacketConfig:
     headroom_bytes : per ingress queue; None = the SONiC formula from link rate and delay.
     ecn : RED-style marking on the RoCE egress queue.
     ecn_kmin_bytes, ecn_kmax_bytes, ecn_pmax : marking ramp.
+    ecn_mark_at : ``dequeue`` (default; HPCC ns-3 marks when the packet leaves, with the queue
+        behind it) or ``enqueue`` (marks on admission with the queue ahead of it).
+    pfc_response_quanta : peer response delay in pause quanta (512 bit times at the paused
+        port's speed); None = the IEEE 802.3 Annex 31B value per speed (400G: 905).
+    pfc_pause_quanta : pause time a PAUSE frame carries (0xFFFF = 65535 quanta, the usual
+        switch setting); the pause expires after it unless refreshed or resumed.
+    pfc_refresh : the switch resends XOFF every half pause time while its ingress stays paused.
+    pfc_watchdog_ps : PFC watchdog (storm detection): a port paused continuously this long with
+        data queued ignores PAUSE for the same time (SONiC pfcwd, action forward); None = off.
+    link_detect_ps : a switch removes a down link from its ECMP groups this long after it went
+        down and restores it this long after it came up (link-down detection); None = never.
     ib_timeout : the verbs ``timeout`` (NCCL_IB_TIMEOUT): retransmit timer 4.096 us x 2^n.
     retry_cnt : retries after the first timeout before the QP errors (NCCL_IB_RETRY_CNT, <= 7).
     adaptive_retrans : adap_retrans ladder (see ``docs/packet-engine.md``).
@@ -99,6 +126,13 @@ class PacketConfig:
     ecn_kmin_bytes: int = 150 * KB
     ecn_kmax_bytes: int = 1500 * KB
     ecn_pmax: float = 0.2
+    ecn_mark_at: str = "dequeue"
+    fast_path: bool = True
+    pfc_response_quanta: int | None = None
+    pfc_pause_quanta: int = 65535
+    pfc_refresh: bool = True
+    pfc_watchdog_ps: int | None = None
+    link_detect_ps: int | None = None
     ib_timeout: int = 20
     retry_cnt: int = 7
     adaptive_retrans: bool = False
@@ -131,6 +165,19 @@ class PacketConfig:
         if self.ecn_kmax_bytes < self.ecn_kmin_bytes:
             raise ValueError("PacketConfig.ecn_kmax_bytes must be >= ecn_kmin_bytes "
                              f"({self.ecn_kmax_bytes} < {self.ecn_kmin_bytes})")
+        if self.ecn_mark_at not in ECN_MARK_POINTS:
+            raise ValueError(f"PacketConfig.ecn_mark_at must be one of {', '.join(ECN_MARK_POINTS)}, "
+                             f"got {self.ecn_mark_at!r}")
+        if self.pfc_response_quanta is not None and self.pfc_response_quanta < 0:
+            raise ValueError("PacketConfig.pfc_response_quanta must be >= 0 quanta or None (IEEE "
+                             f"table), got {self.pfc_response_quanta!r}")
+        if not 1 <= self.pfc_pause_quanta <= 65535:
+            raise ValueError("PacketConfig.pfc_pause_quanta must be in 1..65535 (16-bit field), "
+                             f"got {self.pfc_pause_quanta!r}")
+        for name in ("pfc_watchdog_ps", "link_detect_ps"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                raise ValueError(f"PacketConfig.{name} must be >= 0 ps or None (off), got {v!r}")
         if self.cnp_interval_ps is not None and self.cnp_interval_ps < 0:
             raise ValueError("PacketConfig.cnp_interval_ps must be >= 0 ps or None (the CC's "
                              f"min_time_between_cnps_us), got {self.cnp_interval_ps!r}")
@@ -174,13 +221,24 @@ class PacketConfig:
         return int(round(float(us) * PS_PER_US))
 
 
+def pause_quanta_for(rate_bps: int) -> float:
+    """IEEE 802.3 Annex 31B peer-response quanta for a port speed (SONiC's table; linear
+    in rate between listed speeds)."""
+    gbps = rate_bps / 1e9
+    return PAUSE_QUANTA.get(int(round(gbps)), 905 * gbps / 400)
+
+
+def quanta_ps(quanta: float, rate_bps: int) -> int:
+    """Pause quanta (512 bit times each) at *rate_bps*, in ps."""
+    return int(quanta * 512 * 10**12 // rate_bps)
+
+
 def headroom_bytes_for(rate_bps: int, latency_ps: int, mtu_bytes: int) -> int:
     """PFC headroom per ingress queue from SONiC's formula (nccl-roce.md 5.4).
 
     ``2 x MTU + 2 x bytes on the cable + peer response``, with the peer response
     ``quanta x 512 / 8`` bytes for the port speed (linear in rate between listed speeds).
     """
-    gbps = rate_bps / 1e9
-    quanta = PAUSE_QUANTA.get(int(round(gbps)), 905 * gbps / 400)
+    quanta = pause_quanta_for(rate_bps)
     cable = rate_bps * latency_ps // (8 * 10**12)
     return int(2 * mtu_bytes + 2 * cable + quanta * 512 // 8)

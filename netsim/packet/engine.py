@@ -33,6 +33,7 @@ import simpy
 from netsim.packet.qp import DATA, RcTransport
 
 _PS_BITS = 8 * 10**12
+_NEVER = 1 << 62
 
 
 class _Done(Exception):
@@ -139,6 +140,20 @@ class PacketSim(RcTransport):
         self.xoff_static = cfg.pfc_xoff_bytes
         self.xon_off = cfg.pfc_xon_offset_bytes
         self.headroom = [0] * n  # filled by the builder
+        # 802.1Qbb timing per port (filled by the builder): the peer response delay of the
+        # port's tail when a PAUSE reaches it, and the pause time one PAUSE frame carries.
+        self.P_resp = [0] * n
+        self.P_ptime = [0] * n
+        self.P_pause_eff = [_NEVER] * n  # a PAUSE arrived and takes effect then
+        self.P_pause_until = [-1] * n  # the pause in effect expires then unless refreshed
+        self.P_pause_since = [-1] * n  # paused continuously since (the watchdog's clock)
+        self.P_wd_until = [-1] * n  # the PFC watchdog ignores PAUSE on this port until then
+        self.I_gen = [0] * n  # bumped on every XOFF / XON of an ingress (cancels refreshes)
+        self.N_xoff: list[set] = [set() for _ in range(len(self.S_used))]
+        self.refresh = cfg.pfc_refresh
+        self.watchdog_ps = cfg.pfc_watchdog_ps
+        self.fast = cfg.fast_path
+        self.ecn_deq = cfg.ecn_mark_at == "dequeue"
         self.ecn = cfg.ecn
         self.kmin, self.kmax, self.pmax = cfg.ecn_kmin_bytes, cfg.ecn_kmax_bytes, cfg.ecn_pmax
         self.rng = rng
@@ -151,7 +166,8 @@ class PacketSim(RcTransport):
         self.inj_pkts = self.inj_bytes = self.dlv_pkts = self.dlv_bytes = self.disc_pkts = 0
         self.drop_buf = self.drop_hr = self.drop_link = 0
         self.ctrl_pkts = self.cnps_tx = self.cnps_rx = self.nacks_rx = self.timeouts = 0
-        self.pause_frames = self.resume_frames = 0
+        self.pause_frames = self.resume_frames = self.pause_refreshes = 0
+        self.pause_expiries = self.watchdog_storms = 0
         self.events = 0
         self.deadlocks: list[dict] = []
 
@@ -217,13 +233,11 @@ class PacketSim(RcTransport):
             self._serve(t, lk)
 
     def _serve(self, t, lk):
-        """Port *lk* is free at *t*: send the next packets (control first, then data).
+        """Port *lk* is free at *t*: send the next packet (control first, then data).
 
-        Data packets are committed back to back up to ``commit_ps`` ahead in one service: the
-        port reacts to a PAUSE or a new control packet within that time, inside the PFC
-        peer-response time the headroom is sized for (905 quanta = 1.16 us at 400G; SONiC
-        headroom formula, nccl-roce.md 5.4). Queue lengths seen by ECN and the samples
-        include the committed bytes, so marking does not depend on it.
+        A switch port sends one data packet per service, so buffer release, ECN at dequeue and
+        PFC see each packet at the time it really leaves. A NIC port commits paced packets up
+        to ``commit_ps`` ahead (:meth:`_nic_send`), never past its PFC response delay.
         """
         ctrl = self.P_ctrl[lk]
         if ctrl:
@@ -238,21 +252,18 @@ class PacketSim(RcTransport):
         data = self.P_data[lk]
         if not data or self.P_paused[lk]:
             return
-        s = t
-        limit = t + self.commit_ps
-        qb = self.P_qb[lk]
-        release = self._release
-        tx = self._tx
-        while True:
-            pkt = data.popleft()
-            qb -= pkt.size
-            release(t, pkt)
-            s = tx(s, lk, pkt)
-            if not data or s >= limit:
-                break
+        pkt = data.popleft()
+        qb = self.P_qb[lk] - pkt.size
         self.P_qb[lk] = qb
+        self._release(t, pkt)
+        if self.ecn_deq and qb > self.kmin and self.ecn:
+            # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
+            if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
+                pkt.ecn = 1
+                self.P_ecn[lk] += 1
+        end = self._tx(t, lk, pkt)
         if data:
-            self._kick(lk, s)
+            self._kick(lk, end)
 
     def _tx(self, t, lk, pkt):
         """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
@@ -297,10 +308,10 @@ class PacketSim(RcTransport):
                     self._kick(nl, self.P_busy[nl])
             return
         busy = self.P_busy[nl]
-        if busy <= t and not self.P_data[nl] and self.P_wake[nl] < 0 and not self.P_paused[nl] \
-                and not self.P_ctrl[nl]:
-            # Idle port, empty queue: cut straight to the wire (the buffer holds it for no time,
-            # so neither the shared buffer, PFC nor ECN sees it).
+        if busy <= t and self.fast and not self.P_data[nl] and self.P_wake[nl] < 0 \
+                and not self.P_paused[nl] and not self.P_ctrl[nl] and self._no_xoff(lk, pkt.size):
+            # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
+            # buffer would hold it for no time; the same as the slow path below).
             end = t + pkt.size * _PS_BITS // self.L_rate[nl]
             self.P_busy[nl] = end
             self.P_txb[nl] += pkt.size
@@ -344,7 +355,7 @@ class PacketSim(RcTransport):
             self.P_drop[nl] += 1
             return
         self.S_used[node] = used + size
-        if qb > self.kmin and self.ecn:
+        if qb > self.kmin and self.ecn and not self.ecn_deq:
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
                 self.P_ecn[nl] += 1
@@ -359,13 +370,141 @@ class PacketSim(RcTransport):
             elif not self.P_paused[nl]:
                 self._kick(nl, busy)
 
+    def _no_xoff(self, lk, size):
+        """Whether a packet of *size* arriving on *lk* stays clear of every PFC threshold."""
+        node = self.L_dst[lk]
+        used = self.S_used[node]
+        if used + size > self.buffer or self.I_xoff[lk]:
+            return False
+        if not self.pfc:
+            return True
+        thr = self.xoff_static
+        if thr is None:
+            thr = self.alpha * (self.buffer - used)
+        return self.I_bytes[lk] + size <= thr
+
     def _send_pause(self, t, lk, ib):
-        """Ingress queue of link *lk* passed XOFF: PAUSE its upstream port (after the link delay)."""
+        """Ingress queue of link *lk* passed XOFF: PAUSE its upstream port."""
         self.I_xoff[lk] = True
         self.I_level[lk] = ib
         self.I_pause_tx[lk] += 1
+        self.I_gen[lk] += 1
+        self.N_xoff[self.L_dst[lk]].add(lk)
         self.pause_frames += 1
-        self.at(t + self.L_prop[lk], self._pause, lk, True)
+        self._pfc_frame_out(t, lk, True)
+        if self.refresh:
+            self.at(t + self.P_ptime[lk] // 2, self._pfc_refresh, lk, self.I_gen[lk])
+
+    def _send_resume(self, t, lk):
+        """Ingress queue of link *lk* fell to XON: RESUME (a PAUSE with zero quanta)."""
+        self.I_xoff[lk] = False
+        self.I_gen[lk] += 1
+        self.N_xoff[self.L_dst[lk]].discard(lk)
+        self.resume_frames += 1
+        self._pfc_frame_out(t, lk, False)
+
+    def _pfc_frame_out(self, t, lk, on):
+        """Send a PFC frame for ingress *lk* upstream (802.1Qbb): it leaves on the reverse port
+        once the frame in flight there is out, then crosses the cable."""
+        rev = self.L_rev[lk]
+        depart = t
+        if rev >= 0 and self.P_busy[rev] > t:
+            depart = self.P_busy[rev]
+        arrive = depart + self.ctrl_size * _PS_BITS // self.L_rate[lk] + self.L_prop[lk]
+        self.at(arrive, self._pfc_frame_in, lk, on)
+
+    def _pfc_refresh(self, t, lk, gen):
+        """Half a pause time after XOFF: resend the PAUSE if the ingress is still above XON."""
+        if self.I_gen[lk] != gen or not self.I_xoff[lk] or not self.L_up[lk]:
+            return
+        self.pause_refreshes += 1
+        self._pfc_frame_out(t, lk, True)
+        self.at(t + self.P_ptime[lk] // 2, self._pfc_refresh, lk, gen)
+
+    def _pfc_frame_in(self, t, lk, on):
+        """A PFC frame reached the upstream port *lk*; it acts after the peer response delay."""
+        if not self.L_up[lk]:
+            return
+        eff = t + self.P_resp[lk]
+        if on and eff < self.P_pause_eff[lk]:
+            self.P_pause_eff[lk] = eff
+        self.at(eff, self._pause, lk, on)
+
+    def _release(self, t, pkt):
+        """*pkt* leaves its switch: free buffer and ingress accounting, maybe send RESUME.
+
+        With the dynamic threshold the free buffer just grew, so every paused ingress of the
+        switch is checked, not only the packet's own (a RESUME is never lost because its
+        ingress happened to be empty when the buffer freed).
+        """
+        lk = pkt.inl
+        size = pkt.size
+        node = self.L_dst[lk]
+        used = self.S_used[node] - size
+        self.S_used[node] = used
+        self.I_bytes[lk] -= size
+        xoffs = self.N_xoff[node]
+        if not xoffs:
+            return
+        thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
+        if self.xoff_static is not None:
+            if lk in xoffs and self.I_bytes[lk] + self.xon_off <= thr:
+                self._send_resume(t, lk)
+            return
+        for il in [i for i in xoffs if self.I_bytes[i] + self.xon_off <= thr]:
+            self._send_resume(t, il)
+
+    def _pause(self, t, lk, on):
+        """A PFC PAUSE (*on*) or RESUME takes effect at the upstream egress port *lk*."""
+        self.P_pause_eff[lk] = _NEVER
+        if not on:
+            self.P_pause_until[lk] = -1
+            self._unpause(t, lk)
+            return
+        if not self.L_up[lk] or self.P_wd_until[lk] > t:
+            return  # cable down, or the PFC watchdog ignores PAUSE on this port
+        until = t + self.P_ptime[lk]
+        self.P_pause_until[lk] = until
+        self.at(until, self._pause_expire, lk, until)
+        if not self.P_paused[lk]:
+            self.P_paused[lk] = True
+            self.P_pause_t0[lk] = t
+            self.P_pause_rx[lk] += 1
+            self.paused_set.add(lk)
+            if self.P_pause_since[lk] < 0:
+                self.P_pause_since[lk] = t
+            if self.watchdog_ps is not None:
+                self.at(self.P_pause_since[lk] + self.watchdog_ps, self._watchdog, lk,
+                        self.P_pause_since[lk])
+
+    def _pause_expire(self, t, lk, until):
+        """The pause time of the last PAUSE ran out without refresh or RESUME."""
+        if self.P_paused[lk] and self.P_pause_until[lk] == until:
+            self.pause_expiries += 1
+            self._unpause(t, lk)
+
+    def _watchdog(self, t, lk, since):
+        """PFC watchdog: the port has been paused since *since* with data waiting: a storm."""
+        if not self.P_paused[lk] or self.P_pause_since[lk] != since:
+            return
+        if not (self.P_data[lk] or self.L_nic[lk] >= 0):
+            return
+        self.watchdog_storms += 1
+        self.P_wd_until[lk] = t + self.watchdog_ps
+        self._unpause(t, lk)
+
+    def _unpause(self, t, lk):
+        if not self.P_paused[lk]:
+            return
+        self.P_paused[lk] = False
+        self.P_pause_since[lk] = -1
+        self.P_paused_ps[lk] += t - self.P_pause_t0[lk]
+        self.paused_set.discard(lk)
+        if self.P_wake[lk] < 0:
+            if self.P_busy[lk] <= t:
+                self._serve(t, lk)
+            else:
+                self._kick(lk, self.P_busy[lk])
 
     def _uniform(self):
         """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""
@@ -376,45 +515,6 @@ class PacketSim(RcTransport):
         self._ui = i + 1
         return self._u[i]
 
-    def _release(self, t, pkt):
-        """*pkt* leaves its switch: free buffer and ingress accounting, maybe send RESUME."""
-        lk = pkt.inl
-        size = pkt.size
-        node = self.L_dst[lk]
-        used = self.S_used[node] - size
-        self.S_used[node] = used
-        ib = self.I_bytes[lk] - size
-        self.I_bytes[lk] = ib
-        if self.I_xoff[lk]:
-            thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
-            if ib + self.xon_off <= thr:
-                self.I_xoff[lk] = False
-                self.resume_frames += 1
-                self.at(t + self.L_prop[lk], self._pause, lk, False)
-
-    def _pause(self, t, lk, on):
-        """A PFC PAUSE (*on*) or RESUME frame reached the upstream egress port *lk*."""
-        if on:
-            if not self.P_paused[lk] and self.L_up[lk]:
-                self.P_paused[lk] = True
-                self.P_pause_t0[lk] = t
-                self.P_pause_rx[lk] += 1
-                self.paused_set.add(lk)
-            return
-        self._unpause(t, lk)
-
-    def _unpause(self, t, lk):
-        if not self.P_paused[lk]:
-            return
-        self.P_paused[lk] = False
-        self.P_paused_ps[lk] += t - self.P_pause_t0[lk]
-        self.paused_set.discard(lk)
-        if self.P_wake[lk] < 0:
-            if self.P_busy[lk] <= t:
-                self._serve(t, lk)
-            else:
-                self._kick(lk, self.P_busy[lk])
-
     # ---------------------------------------------------------------- faults
     def _link_state(self, t, lk, up):
         """Cable of link *lk* (both directions) goes down or comes back up."""
@@ -424,6 +524,9 @@ class PacketSim(RcTransport):
             self.L_up[d] = up
             # A link that goes down forgets its PFC state (no RESUME could cross it).
             self._unpause(t, d)
+            self.P_pause_until[d] = -1
             self.I_xoff[d] = False
+            self.I_gen[d] += 1
+            self.N_xoff[self.L_dst[d]].discard(d)
             if up:
                 self._kick(d, max(t, self.P_busy[d]))

@@ -92,7 +92,11 @@ class RcTransport:
         """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to ``commit_ps`` ahead."""
         qps = self.nic_active[self.L_nic[lk]]
         s = t
-        limit = t + self.commit_ps
+        # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
+        # than limit, so committing ahead changes nothing; one that already arrived stops it.
+        limit = t + self.P_commit[lk]
+        if self.P_pause_eff[lk] < limit:
+            limit = self.P_pause_eff[lk]
         while qps:
             nxt = self._nic_one(s, lk, qps)
             if nxt < 0:

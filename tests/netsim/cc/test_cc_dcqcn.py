@@ -15,13 +15,21 @@ def dcqcn(clock, line_rate_bps, **params):
                    params=params)
 
 
-def test_first_cnp_cuts_by_half_alpha_and_sets_target(clock, line_rate_bps):
+def test_first_cut_comes_at_the_next_monitor_period_with_half_alpha(clock, line_rate_bps):
+    # mstflint: "the flow rate is reduced at the beginning of the next
+    # rate_reduce_monitor_period interval"; HPCC ns-3 CheckRateDecreaseMlx.
     cc = dcqcn(clock, line_rate_bps)
     clock.advance(10 * US)
     cc.on_cnp()
-    alpha0 = 1023 / 1024  # initial_alpha_value
-    assert cc.rate_bps == pytest.approx(line_rate_bps * (1 - alpha0 / 2), rel=REL)
-    assert cc.target_bps == line_rate_bps  # R_T = R_C before the cut
+    assert cc.rate_bps == line_rate_bps and cc.cuts == 0
+    clock.advance(14 * US - 1)
+    assert cc.cuts == 0
+    clock.advance(14 * US)
+    g = DcqcnParams().g
+    alpha = (1023 / 1024) * (1 - g) ** 4  # four alpha updates without CNP since the first
+    assert cc.cuts == 1
+    assert cc.rate_bps == pytest.approx(line_rate_bps * (1 - alpha / 2), rel=REL)
+    assert cc.target_bps == line_rate_bps
 
 
 def test_alpha_decays_by_one_minus_g_per_update_without_cnps(clock, line_rate_bps):
@@ -31,6 +39,17 @@ def test_alpha_decays_by_one_minus_g_per_update_without_cnps(clock, line_rate_bp
     for k in (1, 7, 100):
         clock.advance(k * US)  # dce_tcp_rtt = 1 us: k updates since the first CNP
         assert cc.alpha == pytest.approx((1023 / 1024) * (1 - g) ** k, rel=1e-9)
+
+
+def test_dce_tcp_g_readings(clock, line_rate_bps):
+    assert DcqcnParams().g == pytest.approx(5 / 1024)  # old_weight: g = 1 - G/1024
+    assert DcqcnParams(dce_tcp_g_reading="new_weight").g == pytest.approx(1019 / 1024)
+    cc = dcqcn(clock, line_rate_bps, dce_tcp_g_reading="new_weight")
+    cc.on_cnp()
+    clock.advance(2 * US)
+    assert cc.alpha == pytest.approx((1023 / 1024) * (5 / 1024) ** 2, rel=1e-9)
+    with pytest.raises(ValueError, match="dce_tcp_g_reading"):
+        DcqcnParams(dce_tcp_g_reading="sideways")
 
 
 def test_alpha_rises_toward_one_with_a_cnp_every_update(clock, line_rate_bps):
@@ -45,7 +64,6 @@ def test_alpha_rises_toward_one_with_a_cnp_every_update(clock, line_rate_bps):
         cc_alpha.append(cc.alpha)
     # alpha_k = 1 - (1 - a0)(1 - g)^k: it approaches 1 monotonically
     assert cc_alpha[-1] == pytest.approx(1 - (1 - a0) * (1 - g) ** 59, rel=1e-9)
-    # start from a low alpha to see the rise clearly
     cc2 = dcqcn(clock, line_rate_bps, dce_tcp_g=1024 - 64, initial_alpha_value=0)
     t0 = clock.now_ps
     cc2.on_cnp()
@@ -57,29 +75,50 @@ def test_alpha_rises_toward_one_with_a_cnp_every_update(clock, line_rate_bps):
     assert cc2.alpha > 0.99
 
 
-def test_cut_uses_current_alpha_and_is_limited_to_one_per_monitor_period(clock, line_rate_bps):
+def test_cuts_only_on_the_grid_and_only_after_a_cnp_in_the_interval(clock, line_rate_bps):
     cc = dcqcn(clock, line_rate_bps)
-    cc.on_cnp()  # cut 1 at t = 0
-    r1 = cc.rate_bps
-    clock.advance(1 * US)
-    cc.on_cnp()  # inside the 4 us period: deferred to t = 4 us
-    assert cc.rate_bps == r1 and cc.cuts == 1
-    clock.advance(4 * US - 1)
-    assert cc.cuts == 1
+    cc.on_cnp()  # first CNP at 0: grid points 4, 8, 12 ... us
     clock.advance(4 * US)
+    r1 = cc.rate_bps
+    assert cc.cuts == 1
+    clock.advance(5 * US)
+    cc.on_cnp()
+    clock.advance(6 * US)
+    cc.on_cnp()  # two CNPs in one interval: one cut at 8 us
+    clock.advance(8 * US)
     assert cc.cuts == 2
     g = DcqcnParams().g
-    # updates at 1, 2, 3, 4 us; the CNP at 1 us (just after the update at 1 us) lifts the 2nd
-    alpha = (1023 / 1024) * (1 - g)
-    alpha = ((1 - g) * alpha + g) * (1 - g) ** 2
+    alpha = (1023 / 1024) * (1 - g) ** 5  # updates 1..5 us without CNP
+    alpha = ((1 - g) * alpha + g) * (1 - g) ** 2  # 6 us (CNP at 5 us), 7, 8
+    assert cc.rate_bps < r1
+    clock.advance(12 * US)
+    assert cc.cuts == 2  # no CNP in (8, 12]: no cut, the grid sleeps
+    clock.advance(13 * US)
+    cc.on_cnp()
+    clock.advance(16 * US - 1)
+    assert cc.cuts == 2
+    clock.advance(16 * US)
+    assert cc.cuts == 3  # the next grid point after the CNP
+
+
+def test_cut_uses_the_alpha_of_the_grid_point(clock, line_rate_bps):
+    cc = dcqcn(clock, line_rate_bps, rpg_byte_reset_bytes=0)
+    cc.on_cnp()
+    clock.advance(2 * US + US // 2)
+    cc.on_cnp()  # sets the flag of the update at 3 us
+    clock.advance(4 * US)
+    g = DcqcnParams().g
+    alpha = (1023 / 1024) * (1 - g) ** 2
+    alpha = ((1 - g) * alpha + g) * (1 - g)
     assert cc.alpha == pytest.approx(alpha, rel=1e-12)
-    assert cc.rate_bps == pytest.approx(r1 * (1 - alpha / 2), rel=REL)
+    assert cc.rate_bps == pytest.approx(line_rate_bps * (1 - alpha / 2), rel=REL)
 
 
 def test_min_dec_fac_bounds_a_single_cut(clock, line_rate_bps):
     # gd = 10: cut = 1 - alpha (up to ~100%), floored at 1 - 70% = 30% of the rate
     cc = dcqcn(clock, line_rate_bps, rpg_gd=10, rpg_min_dec_fac_pct=30)
     cc.on_cnp()
+    clock.advance(4 * US)
     assert cc.rate_bps == pytest.approx(0.3 * line_rate_bps, rel=REL)
 
 
@@ -87,14 +126,26 @@ def test_fast_recovery_halves_the_gap_for_F_timer_stages(clock, line_rate_bps):
     f = 5  # the DCQCN paper's F
     cc = dcqcn(clock, line_rate_bps, rpg_threshold=f, rpg_byte_reset_bytes=0)
     cc.on_cnp()
+    clock.advance(4 * US)  # the cut
     r_t, gap = cc.target_bps, cc.target_bps - cc.rate_bps
     for k in range(1, f + 1):
-        clock.advance(k * 300 * US)  # rpg_time_reset = 300 us
+        clock.advance(4 * US + k * 300 * US)  # rpg_time_reset = 300 us after the cut
         assert cc.last_phase == "fast"
         assert cc.target_bps == r_t
         assert r_t - cc.rate_bps == pytest.approx(gap / 2 ** k, rel=1e-9)
-    # after F stages the rate is within 2^-F of the cut's depth from the target
     assert r_t - cc.rate_bps <= gap / 2 ** f * (1 + 1e-9)
+
+
+def test_timer_only_phases_follow_hpcc_ns3(clock, line_rate_bps):
+    # Byte counter off: stage < F fast, == F additive, > F hyper (rdma-hw.cc RateIncEventMlx).
+    cc = dcqcn(clock, line_rate_bps, rpg_byte_reset_bytes=0, clamp_tgt_rate=True)
+    cc.on_cnp()
+    clock.advance(4 * US)
+    phases = []
+    for k in range(1, 5):
+        clock.advance(4 * US + k * 300 * US)
+        phases.append(cc.last_phase)
+    assert phases == ["fast", "additive", "hyper", "hyper"]
 
 
 def test_additive_then_hyper_increase_steps(clock, line_rate_bps):
@@ -103,7 +154,9 @@ def test_additive_then_hyper_increase_steps(clock, line_rate_bps):
     cc = dcqcn(clock, line_rate_bps, clamp_tgt_rate=True)
     cc.on_cnp()
     clock.advance(4 * US)
-    cc.on_cnp()  # second cut: R_T = R_C < line rate, so AI/HAI are not capped
+    cc.on_cnp()
+    clock.advance(8 * US)  # second cut: R_T = R_C < line rate, so AI/HAI are not capped
+    assert cc.cuts == 2
     cc.on_send(p.rpg_byte_reset_bytes)  # BC = 1 <= F: fast recovery
     assert cc.last_phase == "fast"
     t_before, r_before = cc.target_bps, cc.rate_bps
@@ -111,7 +164,7 @@ def test_additive_then_hyper_increase_steps(clock, line_rate_bps):
     assert cc.last_phase == "additive"
     assert cc.target_bps - t_before == pytest.approx(ai, rel=1e-9)
     assert cc.rate_bps == pytest.approx((r_before + cc.target_bps) / 2, rel=REL)
-    clock.advance(604 * US)  # two timer events: T = 2 > F and BC = 2 > F
+    clock.advance(608 * US)  # two timer events: T = 2 > F and BC = 2 > F
     assert cc.stages == (2, 2)
     assert cc.last_phase == "hyper"
     t_before, r_before = cc.target_bps, cc.rate_bps
@@ -121,17 +174,46 @@ def test_additive_then_hyper_increase_steps(clock, line_rate_bps):
     assert cc.rate_bps == pytest.approx((r_before + cc.target_bps) / 2, rel=REL)
 
 
-def test_target_clamping_follows_clamp_tgt_rate(clock, line_rate_bps):
-    loose = dcqcn(clock, line_rate_bps)  # firmware: clamp_tgt_rate = 0
-    tight = dcqcn(clock, line_rate_bps, clamp_tgt_rate=True)
-    for cc in (loose, tight):
-        cc.on_cnp()
-    clock.advance(5 * US)
-    first_cut = loose.rate_bps
-    for cc in (loose, tight):
-        cc.on_cnp()  # second cut, no increase event in between
-    assert loose.target_bps == line_rate_bps  # keeps the pre-congestion target
-    assert tight.target_bps == pytest.approx(first_cut, rel=REL)  # R_T = R_C
+def _two_cuts(clock, cc, timer_between=False):
+    cc.on_cnp()
+    clock.advance(4 * US)
+    first = cc.rate_bps
+    if timer_between:
+        clock.advance(304 * US)  # one timer increase event
+    cc.on_cnp()
+    clock.advance(clock.now_ps + 4 * US)
+    return first
+
+
+def test_target_clamping_follows_the_two_clamp_flags(line_rate_bps):
+    from tests.netsim.cc.conftest import FakeClock
+
+    # Firmware defaults clamp_tgt_rate 0, clamp_tgt_rate_after_time_inc 1: a cut sets
+    # R_T = R_C only if a timer increase happened since the previous cut.
+    c1 = FakeClock()
+    fw = dcqcn(c1, line_rate_bps)
+    _two_cuts(c1, fw)
+    assert fw.target_bps == line_rate_bps  # byte counter / no increase: target kept
+    c2 = FakeClock()
+    fw_t = dcqcn(c2, line_rate_bps)
+    _two_cuts(c2, fw_t, timer_between=True)
+    assert fw_t.target_bps < line_rate_bps  # a timer increase came between: clamped
+    c3 = FakeClock()
+    tight = dcqcn(c3, line_rate_bps, clamp_tgt_rate=True)
+    first = _two_cuts(c3, tight)
+    assert tight.target_bps == pytest.approx(first, rel=REL)  # always R_T = R_C
+    c4 = FakeClock()
+    never = dcqcn(c4, line_rate_bps, clamp_tgt_rate_after_time_inc=False)
+    _two_cuts(c4, never, timer_between=True)
+    assert never.target_bps == line_rate_bps
+
+
+def test_presets_and_cnp_interval_defaults():
+    from netsim.cc import CnpGenerator
+
+    assert DcqcnParams().min_time_between_cnps_us == 4.0
+    assert CnpGenerator.for_cc("dcqcn", {"preset": "paper"}).min_interval_ps == 50 * US
+    assert CnpGenerator.for_cc("dcqcn", {}).min_interval_ps == 4 * US
 
 
 def test_rate_stays_between_min_rate_and_line_rate(clock, line_rate_bps, rng):

@@ -118,7 +118,7 @@ def test_cnp_generator_sends_at_most_one_per_interval_per_qp():
     assert g.should_send("b", 9_500_000)  # another QP has its own interval
     assert g.sent == 6 and g.suppressed == len(times) - 5
     assert CnpGenerator(0).should_send("a", 0) and CnpGenerator.for_cc("dcqcn").min_interval_ps \
-        == 2_000_000
+        == 4_000_000
 
 
 def test_dcqcn_preset_key_then_overrides(clock):

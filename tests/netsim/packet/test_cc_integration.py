@@ -123,7 +123,7 @@ def test_cnp_interval_follows_the_cc_parameter(run):
     """The notification point uses min_time_between_cnps_us unless cnp_interval_ps is set."""
     from netsim.packet import PacketConfig
 
-    assert PacketConfig(cc="dcqcn").cnp_interval_for_cc() == 2_000_000  # ConnectX default 2 us
+    assert PacketConfig(cc="dcqcn").cnp_interval_for_cc() == 4_000_000  # ConnectX default 4 us
     slow = PacketConfig(cc="dcqcn", cc_params={"min_time_between_cnps_us": 50})
     assert slow.cnp_interval_for_cc() == 50_000_000
     assert slow.replace(cnp_interval_ps=7).cnp_interval_for_cc() == 7
