@@ -23,6 +23,7 @@ import gzip
 import json
 import math
 import sys
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,14 @@ NS3_FIXED = {
     "rpg_gd": 11,  # cut R_C (1 - alpha/2)
     "rpg_min_dec_fac_pct": 50.0,  # alpha <= 1, so a cut keeps >= half anyway
     "min_time_between_cnps_us": 0.0,  # every ACK of a marked packet carries the CNP flag
+    "clamp_tgt_rate_after_time_inc": True,  # CheckRateDecreaseMlx: R_T <- R_C iff rpTimeStage != 0
+    "dce_tcp_g_reading": "old_weight",  # EWMA_GAIN is the new sample's weight; dce_tcp_g = 1024 (1 - g)
+}
+
+#: PacketConfig fields set to the reference's switch/NIC behaviour (where the engine has them).
+NS3_ENGINE = {
+    "ecn_mark_at": "dequeue",  # switch-node.cc SwitchNotifyDequeue
+    "pfc_response_quanta": 0,  # qbb-net-device.cc: a received PAUSE stops the queue at once
 }
 
 
@@ -220,8 +229,13 @@ def _dce_tcp_g_for(g: float) -> int:
 def dcqcn_params_for(sc: RefScenario) -> dict:
     """Our ``cc_params`` for *sc*: ns-3's values through :data:`NS3_TO_DCQCN`, plus
     :data:`NS3_FIXED` for what the reference does not model."""
+    import dataclasses
+
+    from netsim.cc.params import DcqcnParams
+
     p = ns3_params(sc)
-    out: dict = dict(NS3_FIXED)
+    known = {f.name for f in dataclasses.fields(DcqcnParams)}
+    out: dict = {k: v for k, v in NS3_FIXED.items() if k in known}
     for key, ours in NS3_TO_DCQCN.items():
         v = p[key]
         if key in ("RATE_AI", "RATE_HAI", "MIN_RATE"):
@@ -404,27 +418,53 @@ def _engine_setup(sc: RefScenario):
 
 
 def _with_reference_marking(cfg):
-    """ns-3 marks ECN at dequeue (switch-node.cc SwitchNotifyDequeue): use it if the engine can."""
+    """:data:`NS3_ENGINE` applied to *cfg* (the fields this engine has)."""
     import dataclasses
 
     names = {f.name for f in dataclasses.fields(cfg)}
-    for name, value in (("ecn_mark_at", "dequeue"), ("ecn_at_dequeue", True)):
-        if name in names:
-            return cfg.replace(**{name: value})
-    return cfg
+    return cfg.replace(**{k: v for k, v in NS3_ENGINE.items() if k in names})
 
 
-def run_engine(sc: RefScenario, seed: int = 1, **overrides) -> tuple[RefMetrics, object]:
+@contextmanager
+def ns3_pacing():
+    """Pace like the reference, for evidence only: a DCQCN rate change applies from the QP's
+    next send on, not to the departure already computed.
+
+    HPCC ns-3's DCQCN (``rdma-hw.cc`` ``CheckRateDecreaseMlx``, ``FastRecoveryMlx``,
+    ``ActiveIncreaseMlx``, ``HyperIncreaseMlx``) assigns ``q->m_rate`` directly; only HPCC,
+    TIMELY and DCTCP call ``ChangeRate``, which moves ``m_nextAvail``. ``UpdateNextAvail`` sets
+    the next departure at send time from the rate then. A QP that sent a 4 KB packet at
+    ``MIN_RATE`` 1 Mb/s therefore waits 33 ms whatever its rate becomes meanwhile. Our engine
+    (like a NIC's rate limiter) re-paces the waiting packet (``RcTransport._repace``); this
+    context manager turns that off.
+    """
+    from netsim.packet.engine import PacketSim
+
+    saved = PacketSim.__dict__.get("_repace")
+    PacketSim._repace = lambda self, t, qp: None
+    try:
+        yield
+    finally:
+        if saved is None:
+            del PacketSim._repace
+        else:
+            PacketSim._repace = saved
+
+
+def run_engine(sc: RefScenario, seed: int = 1, *, emulate_ns3_pacing: bool = False,
+               **overrides) -> tuple[RefMetrics, object]:
     """Run *sc* in our packet engine; returns its :class:`RefMetrics` and the PacketResult.
 
-    *overrides* replace PacketConfig fields (to show a sensitivity, e.g. ``commit_ps=0``).
+    *overrides* replace PacketConfig fields (to show a sensitivity, e.g. ``commit_ps=0``);
+    ``emulate_ns3_pacing`` runs under :func:`ns3_pacing` (evidence for a difference, not a mode).
     """
     from netsim.packet.build import simulate_packets
 
     topo, fabric, flows, cfg, router = _engine_setup(sc)
     if overrides:
         cfg = cfg.replace(**overrides)
-    res = simulate_packets(fabric, flows, cfg, seed=seed, router=router)
+    with ns3_pacing() if emulate_ns3_pacing else nullcontext():
+        res = simulate_packets(fabric, flows, cfg, seed=seed, router=router)
     fct = [f.fct_ns if f.fct_ns is not None else math.nan for f in res.flows]
     end = max((f.fct_ns for f in res.flows if f.fct_ns is not None), default=0.0)
     agg = sc.flow_bytes * len(flows) * 8 / end if end else 0.0
@@ -499,13 +539,14 @@ def load_reference(path: Path | None = None) -> dict[str, dict]:
     return {r["scenario"]: r for r in json.loads(gzip.decompress(p.read_bytes()))["runs"]}
 
 
-def compare_scenario(name: str, refs: dict[str, dict] | None = None, seed: int = 1) -> Comparison:
+def compare_scenario(name: str, refs: dict[str, dict] | None = None, seed: int = 1,
+                     emulate_ns3_pacing: bool = False) -> Comparison:
     """Run scenario *name* in the engine and compare it with the stored reference."""
     refs = refs if refs is not None else load_reference()
     if name not in refs:
         raise ValueError(f"scenario {name!r} has no stored reference; known: {', '.join(sorted(refs))}")
     sc = RefScenario.from_name(name)
-    ours, _ = run_engine(sc, seed=seed)
+    ours, _ = run_engine(sc, seed=seed, emulate_ns3_pacing=emulate_ns3_pacing)
     return compare(sc, ns3_metrics(sc, refs[name]), ours)
 
 
