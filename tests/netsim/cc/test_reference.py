@@ -1,0 +1,98 @@
+"""DCQCN against the HPCC ns-3 simulator (tests/data/hpcc-ns3): data, mapping, comparison.
+
+The default run checks the stored reference, the parameter mapping and one small scenario;
+the slow test runs every long-flow scenario and asserts the issue's targets (per-flow FCT
+within 10%, aggregate throughput within 5%, queue median and p99 within 25%). The scenarios
+listed in :data:`REFERENCE_ARTEFACT` differ because of the reference's model, with the
+evidence in docs/validation.md; for them the same targets are asserted with the reference's
+pacing emulated (``emulate_ns3_pacing``), which shows the rest of the model agrees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from netsim.cc import reference as ref
+
+UPSTREAM = "9f4be2a9ead8a90e8bf732c66bd758c00e58e5be"
+
+
+@pytest.fixture(scope="module")
+def refs() -> dict:
+    return ref.load_reference()
+
+
+def test_reference_data_is_complete(refs) -> None:
+    assert sorted(refs) == sorted(s.name for s in ref.all_scenarios())
+    for name, rec in refs.items():
+        sc = ref.RefScenario.from_name(name)
+        topo = ref.topology(sc.shape)
+        got = {(f["src"], f["dst"]) for f in rec["flows"]}
+        assert got == set(topo.flows), name  # every flow finished inside the run
+        assert all(f["bytes"] == sc.flow_bytes and f["fct_ns"] > 0 for f in rec["flows"])
+        m = ref.ns3_metrics(sc, rec)
+        line = sc.rate_gbps * len({d for _, d in topo.flows})  # receivers' line rate
+        assert 0 < m.aggregate_gbps <= line * 1.001, name
+
+
+def test_upstream_commit_recorded() -> None:
+    import gzip
+    import json
+
+    doc = json.loads(gzip.decompress((ref.DATA_DIR / "results.json.gz").read_bytes()))
+    assert doc["upstream_commit"] == UPSTREAM
+    assert UPSTREAM in (ref.DATA_DIR / "README.md").read_text()
+
+
+def test_committed_inputs_are_what_the_module_writes(tmp_path) -> None:
+    for sc in ref.all_scenarios():
+        ref.ns3_inputs(sc, tmp_path / sc.name)
+        for f in ("config.txt", "topology.txt", "flow.txt", "trace.txt"):
+            assert (tmp_path / sc.name / f).read_text() == \
+                (ref.DATA_DIR / "inputs" / sc.name / f).read_text(), (sc.name, f)
+
+
+@pytest.mark.parametrize("name", ["incast8-400g-long-nic-default", "perm16-100g-short-paper"])
+def test_ns3_names_map_to_our_parameters(name) -> None:
+    from netsim.cc.params import DcqcnParams
+
+    sc = ref.RefScenario.from_name(name)
+    ns3 = ref.ns3_params(sc)
+    p = DcqcnParams.from_dict(ref.dcqcn_params_for(sc))
+    assert p.g == pytest.approx(float(ns3["EWMA_GAIN"]))
+    assert p.rpg_time_reset_us == float(ns3["RP_TIMER"])
+    assert p.dce_tcp_rtt_us == float(ns3["ALPHA_RESUME_INTERVAL"])
+    assert p.rate_reduce_monitor_period_us == float(ns3["RATE_DECREASE_INTERVAL"])
+    assert p.rpg_threshold == int(ns3["FAST_RECOVERY_TIMES"])
+    assert p.rpg_ai_rate_mbps == ref._rate_mbps(ns3["RATE_AI"])
+    assert p.rpg_hai_rate_mbps == ref._rate_mbps(ns3["RATE_HAI"])
+    assert p.rpg_min_rate_mbps == ref._rate_mbps(ns3["MIN_RATE"])
+    assert p.rpg_byte_reset_bytes == 0  # the reference has no byte counter
+    kmin, kmax, pmax = ref.ecn_for(sc)
+    assert (kmin, kmax) == (int(ns3["KMIN_MAP"].split()[2]) * 1000, int(ns3["KMAX_MAP"].split()[2]) * 1000)
+
+
+def test_one_small_scenario_meets_the_targets(refs) -> None:
+    c = ref.compare_scenario("incast2-100g-short-paper", refs)
+    print(ref.markdown_table([c]))
+    assert c.ours.hot_port == c.ref.hot_port == "s0->h0"
+    assert all(c.within_targets.values()), c.row()
+
+
+#: Long scenarios whose difference is the reference's DCQCN pacing (docs/validation.md):
+#: with ConnectX's rpg_min_rate 1 Mb/s a QP cut to the floor keeps its 33 ms departure slot in
+#: ns-3 (rdma-hw.cc never calls ChangeRate for DCQCN), so its rates collapse.
+REFERENCE_ARTEFACT = {"incast8-100g-long-nic-default", "incast8-400g-long-nic-default",
+                      "perm16-100g-long-nic-default", "perm16-400g-long-nic-default"}
+LONG = sorted(s.name for s in ref.all_scenarios() if s.long)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", LONG)
+def test_long_flows_match_the_reference(name, refs) -> None:
+    c = ref.compare_scenario(name, refs, emulate_ns3_pacing=name in REFERENCE_ARTEFACT)
+    print(ref.markdown_table([c]))
+    assert not any(math.isnan(x) for x in c.ours.fct_ns)
+    assert all(c.within_targets.values()), (c.row(), c.within_targets)
