@@ -29,18 +29,22 @@ ALGORITHMS = ("dcqcn", "swift", "hybrid")
 METRICS = ("pfc_pauses", "paused_us", "hol_victims", "goodput", "fct_p50_us", "fct_p99_us")
 
 
-def scenarios(full: bool) -> list[JobScenario]:
-    """The patterns at the study's size (non-blocking leaf-spine: spines = NICs per ToR)."""
-    hpt = 8 if full else 6
-    size = 8_000_000 if full else 2_000_000
+def scenarios(full: bool, tiny: bool = False) -> list[JobScenario]:
+    """The patterns at the study's size (non-blocking leaf-spine: spines = NICs per ToR).
+
+    ``tiny`` (notebooks under ``NETSIM_NOTEBOOK_SMALL=1``): 4 ToRs x 5 NICs, 1 MB messages.
+    """
+    hpt = 8 if full else (5 if tiny else 6)
+    size = 8_000_000 if full else (1_000_000 if tiny else 2_000_000)
     return [JobScenario(k, tors=4, hosts_per_tor=hpt, spines=hpt, msg_bytes=size) for k in KINDS]
 
 
-def run_study(full: bool = False, seeds: tuple[int, ...] | None = None, progress=None) -> list[dict]:
+def run_study(full: bool = False, seeds: tuple[int, ...] | None = None, progress=None,
+              tiny: bool = False) -> list[dict]:
     """One row per (pattern, algorithm, seed)."""
     seeds = seeds or ((1, 2, 3) if full else (1,))
     rows = []
-    for sc in scenarios(full):
+    for sc in scenarios(full, tiny):
         for cc in ALGORITHMS:
             for s in seeds:
                 if progress:
