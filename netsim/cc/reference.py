@@ -595,6 +595,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scenario", action="append", default=None)
     c.add_argument("--long-only", action="store_true")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--ns3-pacing", action="store_true",
+                   help="emulate the reference's DCQCN pacing (evidence, see ns3_pacing)")
     args = ap.parse_args(argv)
     try:
         return _dispatch(args)
@@ -625,7 +627,7 @@ def _dispatch(args) -> int:
     comps = []
     for name in names:
         print(f"running {name} ...", file=sys.stderr)
-        comps.append(compare_scenario(name, refs))
+        comps.append(compare_scenario(name, refs, emulate_ns3_pacing=args.ns3_pacing))
     if args.json:
         print(json.dumps([c.row() | {"within_targets": c.within_targets} for c in comps], indent=1))
     else:
