@@ -7,7 +7,9 @@ of the QP's UDP source port) carries one traffic pattern of a data/pipeline-para
   every hop of the ring crosses ToRs (ring all-reduce steps; ECMP collisions on uplinks);
 * ``pp_send``: pipeline stage ``i`` on ToR ``t`` sends activations to stage ``i`` on ToR ``t+1``;
 * ``all_to_all``: every NIC sends to every other (expert/sequence parallel exchanges);
-* ``incast8`` / ``incast16``: 8 or 16 NICs send to one (a gather, or a hot receiver).
+* ``incast8`` / ``incast16``: 8 or 16 NICs send to one (a gather, or a hot receiver), while
+  idle NICs on other ToRs send to the receiver's ToR neighbours (bystanders: the flows PFC
+  can block head-of-line).
 
 :func:`run_scenario` returns the figures the CC study and the CC search compare: PFC pause
 frames, time paused, head-of-line victims, goodput and the p50/p99 flow completion times.
@@ -84,7 +86,17 @@ class JobScenario:
         k = int(self.kind[6:])
         # senders spread over the other ToRs first (the receiver's ToR downlink is the hot port)
         others = [i for i in range(n) if i // h != 0] + [i for i in range(1, h)]
-        return [(s, 0) for s in others[:k]]
+        senders = others[:k]
+        return [(s, 0) for s in senders] + self._bystanders(set(senders))
+
+    def _bystanders(self, senders: set[int]) -> list[tuple[int, int]]:
+        """Flows into the incast receiver's ToR from idle NICs elsewhere: they share the spine
+        links that PFC pauses when that ToR's buffer fills, without sharing the hot port (the
+        head-of-line victims PFC can make)."""
+        h = self.hosts_per_tor
+        src = [i for i in range(h, self.hosts) if i not in senders]
+        dst = [i for i in range(1, h) if i not in senders]
+        return list(zip(src, dst, strict=False))
 
     def flows(self):
         from netsim.traffic import Flow

@@ -26,15 +26,25 @@ def refs() -> dict:
 
 def test_reference_data_is_complete(refs) -> None:
     assert sorted(refs) == sorted(s.name for s in ref.all_scenarios())
-    for name, rec in refs.items():
+    for name, recs in refs.items():
         sc = ref.RefScenario.from_name(name)
+        assert [r["rng_run"] for r in recs] == (list(ref.NS3_RUNS) if sc.long else [1]), name
         topo = ref.topology(sc.shape)
-        got = {(f["src"], f["dst"]) for f in rec["flows"]}
-        assert got == set(topo.flows), name  # every flow finished inside the run
-        assert all(f["bytes"] == sc.flow_bytes and f["fct_ns"] > 0 for f in rec["flows"])
-        m = ref.ns3_metrics(sc, rec)
-        line = sc.rate_gbps * len({d for _, d in topo.flows})  # receivers' line rate
-        assert 0 < m.aggregate_gbps <= line * 1.001, name
+        for rec in recs:
+            got = {(f["src"], f["dst"]) for f in rec["flows"]}
+            assert got == set(topo.flows), name  # every flow finished inside the run
+            assert all(f["bytes"] == sc.flow_bytes and f["fct_ns"] > 0 for f in rec["flows"])
+            m = ref.ns3_metrics(sc, rec)
+            line = sc.rate_gbps * len({d for _, d in topo.flows})  # receivers' line rate
+            assert 0 < m.aggregate_gbps <= line * 1.001, name
+            assert m.queue_p50_bytes <= m.queue_p99_bytes
+
+
+def test_band_distance() -> None:
+    assert ref._band_err(5.0, [4.0, 6.0]) == 0.0
+    assert ref._band_err(3.0, [4.0, 6.0]) == pytest.approx(-0.25)
+    assert ref._band_err(7.2, [4.0, 6.0]) == pytest.approx(0.2)
+    assert ref._band_err(1.0, [2.0, 3.0], floor=10.0) == pytest.approx(-0.1)
 
 
 def test_upstream_commit_recorded() -> None:
