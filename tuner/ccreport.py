@@ -47,8 +47,10 @@ def effect_text(cc: ccsearch.CcJobChoice) -> str:
 def why_text(cc: ccsearch.CcJobChoice, key: str) -> str:
     """Why parameter *key* has its recommended value."""
     if not cc.scenarios:
-        return ("vendor default kept: the job has no congestion point (" + "; ".join(cc.found)
-                + "), so ECN never marks, DCQCN never acts and no setting can change the job")
+        return ("vendor default kept: the job has no congestion point (flow engine, steady "
+                "state, with the recommended QPs: " + "; ".join(cc.found) + "), so no queue "
+                "builds past ECN Kmin, DCQCN does not act and no setting changes the job "
+                "(start-up bursts are not modelled)")
     n = len(cc.evaluated) - 1
     if key in cc.changed:
         return (f"moved by the search of {n} settings on the job's {len(cc.scenarios)} "
