@@ -10,14 +10,24 @@ grow: the engine holds the packets in flight, not the flows' bytes).
 
 Run: ``python benchmarks/bench_packet.py [--cc dcqcn] [--size 2MB] [--scaling] [--memory]
 [--json]`` (about a minute on 2 shared cores). ``--profile`` prints pyinstrument's top entries.
+``--baseline REF`` also runs the same scenario on git revision REF (exported to a temporary
+directory), alternating fresh child processes of both versions ``--reps`` times, and prints
+the median packets per CPU second of each and their ratio: before/after in one run, on a
+loaded machine both see the same load.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import simpy
@@ -62,7 +72,12 @@ def main(argv=None) -> int:
                     help="peak traced memory of each run (a separate, untimed run)")
     ap.add_argument("--profile", action="store_true", help="print pyinstrument's profile")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--baseline", default=None, metavar="REF",
+                    help="compare with git revision REF side by side (child processes)")
+    ap.add_argument("--reps", type=int, default=3, help="runs per version with --baseline")
     args = ap.parse_args(argv)
+    if args.baseline:
+        return compare_with(args)
 
     fabric = fat_tree(FatTreeSpec(k=args.k, link_speed_gbps=args.gbps))
     size = parse_bytes(args.size)
@@ -104,6 +119,59 @@ def main(argv=None) -> int:
     for r in rows:
         print("  ".join(f"{r[h]:>12,.3f}" if isinstance(r[h], float) else f"{r[h]!s:>12}"
                         for h in hdr))
+    return 0
+
+
+_CHILD = """
+import json, sys, time
+import numpy as np
+from netsim.packet import PacketConfig, simulate_packets
+from netsim.traffic import permutation
+from topologies import FatTreeSpec, fat_tree
+k, gbps, size, cc = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+fabric = fat_tree(FatTreeSpec(k=k, link_speed_gbps=gbps))
+flows = permutation(fabric, size, np.random.default_rng(0))
+c0 = time.process_time()
+res = simulate_packets(fabric, flows, PacketConfig(cc=cc, pfc=True), seed=0)
+cpu = time.process_time() - c0
+print(json.dumps({"pkts": res.data_packets, "events": res.events, "cpu_s": cpu,
+                  "done": res.completed}))
+"""
+
+
+def _child(root: str, args, size: int) -> dict:
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(args.k), str(args.gbps), str(size),
+                          args.cc], capture_output=True, text=True, env=env, check=True, cwd=root)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def compare_with(args) -> int:
+    """Packets per CPU second of this tree and of ``args.baseline``, alternating children."""
+    here = str(Path(__file__).resolve().parents[1])
+    size = parse_bytes(args.size)
+    with tempfile.TemporaryDirectory() as tmp:
+        tar = subprocess.run(["git", "-C", here, "archive", args.baseline], capture_output=True,
+                             check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=tar, check=True)
+        runs: dict[str, list[dict]] = {"baseline": [], "this tree": []}
+        for _ in range(args.reps):
+            runs["baseline"].append(_child(tmp, args, size))
+            runs["this tree"].append(_child(here, args, size))
+    rate = {k: statistics.median(r["pkts"] / r["cpu_s"] for r in v) for k, v in runs.items()}
+    out = {"scenario": f"permutation of {args.size} on fat-tree-k{args.k}, {args.gbps:g}G, "
+                       f"cc={args.cc}", "baseline": args.baseline, "reps": args.reps,
+           "pkts_per_cpu_s": rate, "events_per_pkt": {
+               k: v[0]["events"] / v[0]["pkts"] for k, v in runs.items()},
+           "ratio_this_to_baseline": rate["this tree"] / rate["baseline"]}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(out["scenario"], f"(median of {args.reps} alternating child runs per version)")
+    for k in runs:
+        print(f"  {k:>10}: {rate[k]:,.0f} data packets / CPU s, "
+              f"{out['events_per_pkt'][k]:.2f} events / packet")
+    print(f"  ratio this tree / {args.baseline}: {out['ratio_this_to_baseline']:.3f}")
     return 0
 
 

@@ -18,6 +18,13 @@ sections 1.4, 2 and 5.3):
 
 A flap that is not survived costs a job restart (``restart_s``, an operator-supplied
 assumption; default 600 s).
+
+Multipath links: when a fabric link (switch to switch) goes down, switches drop it from their
+ECMP groups once the link-down is detected (``LINK_DETECT_S``, the packet engine's
+``link_detect_ps``) and the retransmission takes a live member, so a QP crossing it sees an
+outage of ``min(flap, detection)``. A host link (NIC to ToR) has no alternative: the QP sees the
+whole flap. The recommendation must survive both, so the host links set the window; the
+report gives the fabric-link figures too (``evaluate(..., multipath=True)``).
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ NCCL_DEFAULT_RETRY_CNT = 7
 #: adap_retrans base timeout (ROCE_ACCL adp_retx_base_timeout_min = 0xFA0 = 4 us).
 ADAPTIVE_BASE_PS = 4_000_000
 MAX_TIMEOUT = 31      # 0 and >= 32 mean infinite
+#: Link-down detection before ECMP repair, seconds (netsim.packet.config.LINK_DETECT_PS).
+LINK_DETECT_S = 0.010
 MAX_RETRY_CNT = 7     # 3-bit field
 
 
@@ -205,10 +214,23 @@ class RetransmitReport:
     expected_stall_s: float      # per flap, failures counted at restart_s
 
 
+def outage_s(flap_s, multipath: bool = False, detect_s: float = LINK_DETECT_S) -> np.ndarray:
+    """The outage a QP sees from a flap: all of it on a single-path hop, at most the
+    link-down detection time on a multipath link (ECMP repair moves it to a live member).
+
+    >>> outage_s([0.001, 5.0], multipath=True).tolist(), outage_s([5.0]).tolist()
+    ([0.001, 0.01], [5.0])
+    """
+    d = np.asarray(flap_s, dtype=float)
+    return np.minimum(d, detect_s) if multipath else d
+
+
 def evaluate(setting: RetransmitSetting, flaps: FlapModel, restart_s: float = 600.0,
-             grid_n: int = 4000) -> RetransmitReport:
-    """Survival probability and expected stall of ``setting`` under ``flaps``."""
-    d = flaps.grid(grid_n)
+             grid_n: int = 4000, multipath: bool = False,
+             detect_s: float = LINK_DETECT_S) -> RetransmitReport:
+    """Survival probability and expected stall of ``setting`` under ``flaps`` (on a
+    multipath link the outage is capped by the link-down detection, :func:`outage_s`)."""
+    d = outage_s(flaps.grid(grid_n), multipath, detect_s)
     stall = setting.stall_s(d)
     survived = np.isfinite(stall)
     p = float(survived.mean())
@@ -225,6 +247,7 @@ class RetransmitRecommendation:
     design_flap_s: float
     margin: float
     reason: str
+    fabric: RetransmitReport | None = None  # the recommended setting on multipath links
 
     def env(self) -> dict[str, str]:
         s = self.recommended.setting
@@ -232,7 +255,8 @@ class RetransmitRecommendation:
 
 
 def recommend_retransmit(flaps: FlapModel, margin: float = 1.5, adaptive: bool = False,
-                         restart_s: float = 600.0) -> RetransmitRecommendation:
+                         restart_s: float = 600.0,
+                         detect_s: float = LINK_DETECT_S) -> RetransmitRecommendation:
     """Pick the (timeout, retry_cnt) whose survivable window covers ``margin x`` the design
     flap with the shortest real-failure detection time; ties go to more retries (smaller T,
     so the first retransmission after the link is back comes sooner).
@@ -247,6 +271,8 @@ def recommend_retransmit(flaps: FlapModel, margin: float = 1.5, adaptive: bool =
         Model the NIC's adaptive retransmission ladder.
     restart_s
         Cost of a failed flap (a job restart) in the expected stall.
+    detect_s
+        Link-down detection before ECMP repair on multipath links (reported in ``fabric``).
     """
     if margin < 1.0:
         raise ValueError(f"margin={margin} must be >= 1 so the window outlasts the flaps")
@@ -263,9 +289,13 @@ def recommend_retransmit(flaps: FlapModel, margin: float = 1.5, adaptive: bool =
         raise ValueError(f"no NCCL_IB_TIMEOUT/RETRY_CNT survives {need_s:.3g} s flaps")
     default = RetransmitSetting(NCCL_DEFAULT_TIMEOUT, NCCL_DEFAULT_RETRY_CNT, adaptive)
     rec_r, def_r = (evaluate(s, flaps, restart_s) for s in (best, default))
+    fabric = evaluate(best, flaps, restart_s, multipath=True, detect_s=detect_s)
     reason = (f"retry window {best.survivable_flap_s:.2f} s > {margin:g} x design flap "
-              f"{flaps.design_flap_s:.2f} s; a dead link is reported after "
-              f"{best.failure_detection_s:.2f} s (defaults 20/7: {default.survivable_flap_s:.1f} s "
-              f"window, {default.failure_detection_s:.1f} s detection)")
-    return RetransmitRecommendation(def_r, rec_r, flaps.design_flap_s, margin, reason)
+              f"{flaps.design_flap_s:.2f} s on single-path host links (NIC-ToR); a dead link is "
+              f"reported after {best.failure_detection_s:.2f} s (defaults 20/7: "
+              f"{default.survivable_flap_s:.1f} s window, {default.failure_detection_s:.1f} s "
+              f"detection). On multipath fabric links ECMP repair after {detect_s * 1e3:g} ms "
+              f"caps the outage a QP sees, so they need only "
+              f"{min(flaps.design_flap_s, detect_s) * margin:.3g} s: the host links set the window")
+    return RetransmitRecommendation(def_r, rec_r, flaps.design_flap_s, margin, reason, fabric)
 

@@ -63,6 +63,9 @@ class CongestionControl(Protocol):
         """The QP's retransmit timer fired."""
         ...
 
+    # Optional: ``on_nack()`` (a NACK arrived: the responder saw a gap). The engine calls it
+    # when the algorithm defines it (Swift and the hybrid cut by max_mdf, once per RTT).
+
 
 def make_cc(name: str, *, line_rate_bps: int, base_rtt_ps: int, clock: Clock,
             params: Mapping[str, Any] | None = None) -> CongestionControl:

@@ -10,7 +10,9 @@ On each ACK with an RTT sample (the paper's Algorithm 1, with cwnd in packets of
 
 ``target = base_rtt + base_target + hops * hop_scaling + fs(cwnd)`` where ``fs`` is the flow
 scaling of :func:`netsim.cc.params.flow_scaling_ps` (more queueing allowed for small windows, as
-in Swift). On a retransmit timeout, ``cwnd *= 1 - max_mdf`` (once per RTT), and after
+in Swift). On a NACK (the responder saw a gap: Swift's fast-recovery event, Algorithm 1
+"on fast recovery") ``cwnd *= 1 - max_mdf`` once per RTT and the retransmit counter resets.
+On a retransmit timeout, ``cwnd *= 1 - max_mdf`` (once per RTT), and after
 ``retx_reset_threshold`` consecutive timeouts ``cwnd`` drops to its floor. The window is
 clamped to ``[min_cwnd_bytes, max_cwnd_pkts * mtu]``; below one packet the QP is paced at
 ``cwnd / rtt`` (``rate_bps``), otherwise at line rate with ``cwnd_bytes`` limiting the bytes
@@ -64,7 +66,7 @@ class Swift:
                     p.fs_range_us * PS_PER_US)
         self._t_last_decrease: int | None = None
         self._retx = 0
-        self.decreases = self.timeouts = 0
+        self.decreases = self.timeouts = self.nacks = 0
 
     def target_delay_ps(self) -> float:
         """The delay target for the current window (ps); see :func:`flow_scaling_ps`."""
@@ -94,6 +96,14 @@ class Swift:
 
     def on_cnp(self) -> None:
         """Swift is delay-based: CNPs are ignored."""
+
+    def on_nack(self) -> None:
+        """Fast recovery (a NACK): cut by max_mdf at most once per RTT."""
+        self._retx = 0
+        self.nacks += 1
+        if self._can_decrease():
+            self._set_cwnd(self.cwnd_bytes * (1.0 - self.params.max_mdf))
+            self._decreased()
 
     def on_timeout(self) -> None:
         """Cut by max_mdf, or to the floor after repeated timeouts."""

@@ -13,7 +13,7 @@ from netsim.packet.config import PacketConfig, headroom_bytes_for, pause_quanta_
 from netsim.packet.engine import PacketSim, _QpClock
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
-from netsim.packet.telemetry import Sampler, hol_victims
+from netsim.packet.telemetry import Sampler, find_pause_cycle, hol_victims
 from netsim.traffic import Flow
 from topologies.units import PS_PER_US, ns_to_ps
 
@@ -125,6 +125,8 @@ def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None 
             raise ValueError(f"flap link id {f.link_id} out of range 0..{len(sim.L_dst) - 1}")
         sim.at(f.down_ps, sim._link_state, f.link_id, False)
         sim.at(f.up_ps, sim._link_state, f.link_id, True)
+    if cfg.link_detect_ps is not None and flaps:
+        sim.reroute = _rerouter(sim, fabric, flows, qps_by_flow, router)
     sampler = Sampler(sim, len(flows), cfg.sample_interval_ps or 5 * PS_PER_US)
     sampler.start(min(f.start_ps for f in flows))
     wall0 = time.perf_counter()
@@ -175,6 +177,45 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
     return out
 
 
+def router_without(router, fabric, dead: Sequence[int]):
+    """The same router (seed, hashing) with the cables of *dead* out of every ECMP group, or
+    None when the router cannot say (then routes stay as they are)."""
+    from topologies.routing import Router
+
+    if hasattr(router, "without"):
+        return router.without(dead)
+    if isinstance(router, Router):
+        return Router(fabric, seed=router.seed, polarized=router.polarized, failed_links=dead)
+    return None
+
+
+def _rerouter(sim, fabric, flows, qps_by_flow, router):
+    """``reroute(t, dead)``: move every live QP onto the path its hash picks among the live
+    members (link-down repair), or back once the link returns (restore)."""
+    ends = [(_endpoint_nic(fabric, fl.src), _endpoint_nic(fabric, fl.dst)) for fl in flows]
+
+    def reroute(t, dead):
+        r = router_without(router, fabric, dead) if dead else router
+        if r is None:
+            return
+        for (s_nic, d_nic), qps in zip(ends, qps_by_flow, strict=False):
+            for qp in qps:
+                if qp.done or qp.error:
+                    continue
+                try:
+                    fwd = _nic_route(r, fabric, s_nic, d_nic, qp.sport)
+                    rev = _nic_route(r, fabric, d_nic, s_nic, qp.sport)
+                except ValueError:
+                    continue  # no live path (a host link): the QP keeps retrying its own
+                if fwd[0] != qp.port:
+                    continue
+                qp.fwd, qp.rev, qp.rport = fwd, rev, rev[0]
+                qp.ctrl_lat = sum(sim.L_prop[lid] + sim.ctrl_size * 8 * 10**12 // sim.L_rate[lid]
+                                  for lid in rev)
+
+    return reroute
+
+
 def _start_flow(t, sim, qps):
     for qp in qps:
         qp.progress_t = t
@@ -218,7 +259,41 @@ def _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall) -> PacketResul
         data_packets=sim.inj_pkts, ctrl_packets=sim.ctrl_pkts, events=sim.events, wall_s=wall,
         ledger=ledger, deadlocks=sim.deadlocks,
         hol_victims=hol_victims(sim, flow_stats, ports, cfg, fabric), cc=cfg.cc, pfc=cfg.pfc,
-        time_ns=ts[0], queue_bytes=ts[1], flow_delivered_bytes=ts[2])
+        time_ns=ts[0], queue_bytes=ts[1], flow_delivered_bytes=ts[2],
+        stuck=sum(f.fct_ns is None and not f.failed for f in flow_stats),
+        paused_at_end=classify_paused(sim),
+        pfc_counters={"refreshes": sim.pause_refreshes, "expiries": sim.pause_expiries,
+                      "watchdog_storms": sim.watchdog_storms, "ctrl_drops": sim.drop_ctrl,
+                      "route_updates": sim.route_updates})
+
+
+def classify_paused(sim) -> list[dict]:
+    """Egress ports still paused at the end, each with why it cannot drain.
+
+    ``cycle``: part of a cycle of paused ports holding data (a PFC deadlock); ``lost_resume``:
+    the downstream ingress is below its XON level (or not in XOFF) yet the port stays paused;
+    ``congested``: the downstream ingress is legitimately above XON.
+    """
+    if not sim.paused_set:
+        return []
+    cycle = set(find_pause_cycle(sim) or ())
+    names = getattr(sim, "node_names", None)
+    out = []
+    for lid in sorted(sim.paused_set):
+        node = sim.L_dst[lid]
+        thr = sim.xoff_static if sim.xoff_static is not None else \
+            sim.alpha * (sim.buffer - sim.S_used[node])
+        if lid in cycle:
+            why = "cycle"
+        elif not sim.I_xoff[lid] or sim.I_bytes[lid] + sim.xon_off <= thr:
+            why = "lost_resume"
+        else:
+            why = "congested"
+        src, dst = sim.L_src[lid], node
+        out.append({"link": lid, "src": names[src] if names else src,
+                    "dst": names[dst] if names else dst, "queued_bytes": sim.P_qb[lid],
+                    "reason": why})
+    return out
 
 
 def _port_stats(sim, fabric, now) -> list[PortStats]:
@@ -240,7 +315,7 @@ def _port_stats(sim, fabric, now) -> list[PortStats]:
 
 def _count_in_flight(sim) -> int:
     """Data packets still queued or on a wire when the run stopped (counted from the state)."""
-    n = sum(len(d) for d in sim.P_data)
+    n = sum(1 for d in sim.P_data for p in d if p.kind == 0)
     arrive = sim._arrive.__func__
     for item in sim.q:
         if len(item) == 5 and getattr(item[2], "__func__", None) is arrive and item[4].kind == 0:

@@ -44,6 +44,13 @@ CC_NAMES = ("none", "dcqcn", "swift", "hybrid")
 #: ``netsim.cc`` is not installed to say otherwise.
 DEFAULT_CNP_INTERVAL_PS = 4 * PS_PER_US
 
+#: Link-down detection before a switch drops the member from its ECMP groups: 10 ms. Switch
+#: guides leave the link debounce timer off by default (Dell PowerSwitch N4000 "link debounce
+#: time": "Physical interfaces do not have debounce enabled by default", timer resolution about
+#: 10 ms; Cisco Nexus 5000 "link debounce": off unless configured, 0-5000 ms), so detection is
+#: the loss-of-signal notification, taken here as one 10 ms timer tick.
+LINK_DETECT_PS = 10 * 10**9
+
 #: Where switches mark ECN: at dequeue (HPCC ns-3) or at enqueue (RED at admission).
 ECN_MARK_POINTS = ("dequeue", "enqueue")
 
@@ -63,6 +70,10 @@ class PacketConfig:
         shortcut (switch ports always serve one packet per service). A speed knob only: with
         ``cc`` none the results do not depend on it (tested); a rate change of DCQCN / Swift
         applies from the next committed packet.
+    ack_class : ``qp`` (default; ConnectX sends ACK/NAK in the QP's traffic class: they queue
+        with data at every hop, share its buffer and are stopped by its PFC pauses, while CNPs
+        travel in their own strict-priority class, cnp_dscp 48 / priority 6) or ``priority``
+        (ACK/NAK with the CNPs: strict priority, never paused; the earlier model).
     fast_path : an arriving packet that finds its egress idle, its queue empty and no PFC
         threshold in reach goes straight to the wire (a speed shortcut; same results).
     ctrl_per_hop : queue ACK/NACK/CNP at every hop (exact); default: they travel the reverse
@@ -75,7 +86,8 @@ class PacketConfig:
         congestion control's ``min_time_between_cnps_us`` (``cc_params`` or its default, 2 us),
         so the NP and the algorithm's parameter set agree; 0 = a CNP per marked packet.
     cc_hops : pass each QP's switch-hop count as ``params["hops"]`` to swift / hybrid (Swift's
-        per-hop target term); off by default: their target already adds the QP's unloaded RTT.
+        per-hop target term, part of Swift's target; on by default, off gives the target
+        without it: base RTT of the QP + base target + flow scaling).
     pfc : PFC on the RoCE class (lossless) or off (lossy: overflow drops).
     buffer_bytes : shared buffer per switch.
     pfc_alpha : dynamic threshold: an ingress queue may hold alpha x (free shared buffer).
@@ -115,7 +127,7 @@ class PacketConfig:
     cc_params: dict = field(default_factory=dict)
     cnp: bool | None = None
     cnp_interval_ps: int | None = None
-    cc_hops: bool = False
+    cc_hops: bool = True
     pfc: bool = True
     buffer_bytes: int = 32 * MB
     pfc_alpha: float = 1.0 / 8.0
@@ -128,11 +140,12 @@ class PacketConfig:
     ecn_pmax: float = 0.2
     ecn_mark_at: str = "dequeue"
     fast_path: bool = True
+    ack_class: str = "qp"
     pfc_response_quanta: int | None = None
     pfc_pause_quanta: int = 65535
     pfc_refresh: bool = True
     pfc_watchdog_ps: int | None = None
-    link_detect_ps: int | None = None
+    link_detect_ps: int | None = LINK_DETECT_PS
     ib_timeout: int = 20
     retry_cnt: int = 7
     adaptive_retrans: bool = False
@@ -165,6 +178,8 @@ class PacketConfig:
         if self.ecn_kmax_bytes < self.ecn_kmin_bytes:
             raise ValueError("PacketConfig.ecn_kmax_bytes must be >= ecn_kmin_bytes "
                              f"({self.ecn_kmax_bytes} < {self.ecn_kmin_bytes})")
+        if self.ack_class not in ("qp", "priority"):
+            raise ValueError(f"PacketConfig.ack_class must be qp or priority, got {self.ack_class!r}")
         if self.ecn_mark_at not in ECN_MARK_POINTS:
             raise ValueError(f"PacketConfig.ecn_mark_at must be one of {', '.join(ECN_MARK_POINTS)}, "
                              f"got {self.ecn_mark_at!r}")

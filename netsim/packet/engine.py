@@ -30,7 +30,7 @@ from heapq import heappop, heappush
 
 import simpy
 
-from netsim.packet.qp import DATA, RcTransport
+from netsim.packet.qp import CNP, DATA, RcTransport
 
 _PS_BITS = 8 * 10**12
 _NEVER = 1 << 62
@@ -151,9 +151,14 @@ class PacketSim(RcTransport):
         self.I_gen = [0] * n  # bumped on every XOFF / XON of an ingress (cancels refreshes)
         self.N_xoff: list[set] = [set() for _ in range(len(self.S_used))]
         self.refresh = cfg.pfc_refresh
+        self.detect_ps = cfg.link_detect_ps
+        self.reroute = None  # build: reroute(t, dead_links) moves QPs onto live ECMP members
+        self.route_updates = 0
         self.watchdog_ps = cfg.pfc_watchdog_ps
         self.fast = cfg.fast_path
         self.ecn_deq = cfg.ecn_mark_at == "dequeue"
+        self.ack_qp = cfg.ack_class == "qp"
+        self.drop_ctrl = 0  # ACK/NAKs dropped (in the QP's class they share the data buffer)
         self.ecn = cfg.ecn
         self.kmin, self.kmax, self.pmax = cfg.ecn_kmin_bytes, cfg.ecn_kmax_bytes, cfg.ecn_pmax
         self.rng = rng
@@ -241,7 +246,13 @@ class PacketSim(RcTransport):
         """
         ctrl = self.P_ctrl[lk]
         if ctrl:
-            self._tx(t, lk, ctrl.popleft())
+            if self.P_paused[lk] and self.ack_qp:
+                pkt = self._cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
+                if pkt is None:
+                    return
+            else:
+                pkt = ctrl.popleft()
+            self._tx(t, lk, pkt)
             if ctrl or self.P_data[lk] or self.L_nic[lk] >= 0:
                 self._kick(lk, self.P_busy[lk])
             return
@@ -256,7 +267,7 @@ class PacketSim(RcTransport):
         qb = self.P_qb[lk] - pkt.size
         self.P_qb[lk] = qb
         self._release(t, pkt)
-        if self.ecn_deq and qb > self.kmin and self.ecn:
+        if self.ecn_deq and qb > self.kmin and self.ecn and pkt.kind == DATA:
             # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
@@ -274,7 +285,7 @@ class PacketSim(RcTransport):
         self.P_busy[lk] = end
         self.P_txb[lk] += pkt.size
         if self.L_up[lk]:
-            heappush(self.q, (end + self.L_prop[lk], next(self.eid), self._arrive, lk, pkt))
+            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive, lk, pkt))
         else:
             self._lost(lk, pkt)
         return end
@@ -299,7 +310,7 @@ class PacketSim(RcTransport):
             return
         pkt.hop = h
         nl = route[h]
-        if pkt.kind != DATA:
+        if pkt.kind != DATA and (pkt.kind == CNP or not self.ack_qp):
             self.P_ctrl[nl].append(pkt)
             if self.P_wake[nl] < 0:
                 if self.P_busy[nl] <= t:
@@ -308,28 +319,30 @@ class PacketSim(RcTransport):
                     self._kick(nl, self.P_busy[nl])
             return
         busy = self.P_busy[nl]
+        node = self.L_dst[lk]
+        size = pkt.size
+        used = self.S_used[node]
+        xoff = self.I_xoff[lk]
         if busy <= t and self.fast and not self.P_data[nl] and self.P_wake[nl] < 0 \
-                and not self.P_paused[nl] and not self.P_ctrl[nl] and self._no_xoff(lk, pkt.size):
+                and not self.P_paused[nl] and not self.P_ctrl[nl] and not xoff \
+                and used + size <= self.buffer and (not self.pfc or self.I_bytes[lk] + size <= (
+                    self.xoff_static if self.xoff_static is not None
+                    else self.alpha * (self.buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
             # buffer would hold it for no time; the same as the slow path below).
-            end = t + pkt.size * _PS_BITS // self.L_rate[nl]
+            end = t + size * _PS_BITS // self.L_rate[nl]
             self.P_busy[nl] = end
-            self.P_txb[nl] += pkt.size
+            self.P_txb[nl] += size
             if self.L_up[nl]:
-                heappush(self.q, (end + self.L_prop[nl], next(self.eid), self._arrive, nl, pkt))
+                heappush(self.q, (end + self.L_prop[nl], (nl + 1) << 40 | next(self.eid), self._arrive, nl, pkt))
             else:
                 self._lost(nl, pkt)
             return
         # ---- data: buffer admission, PFC, ECN (inlined: this runs once per packet and hop)
-        node = self.L_dst[lk]
-        size = pkt.size
-        used = self.S_used[node]
         pfc = self.pfc
-        xoff = self.I_xoff[lk]
         # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
         if used + size > self.buffer and not (pfc and xoff):
-            self.drop_buf += 1
-            self.P_drop[nl] += 1
+            self._drop_admit(pkt, nl, False)
             return
         qb = self.P_qb[nl]
         if busy > t:  # bytes still to serialize of the packets already committed
@@ -342,8 +355,7 @@ class PacketSim(RcTransport):
             if xoff:
                 hr = ib - self.I_level[lk]
                 if hr > self.headroom[lk]:
-                    self.drop_hr += 1
-                    self.P_drop[nl] += 1
+                    self._drop_admit(pkt, nl, True)
                     return
                 if hr > self.I_hr_max[lk]:
                     self.I_hr_max[lk] = hr
@@ -351,11 +363,10 @@ class PacketSim(RcTransport):
                 self._send_pause(t, lk, ib)
             self.I_bytes[lk] = ib
         elif qb + size > thr:
-            self.drop_buf += 1
-            self.P_drop[nl] += 1
+            self._drop_admit(pkt, nl, False)
             return
         self.S_used[node] = used + size
-        if qb > self.kmin and self.ecn and not self.ecn_deq:
+        if qb > self.kmin and self.ecn and not self.ecn_deq and pkt.kind == DATA:
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
                 self.P_ecn[nl] += 1
@@ -370,18 +381,24 @@ class PacketSim(RcTransport):
             elif not self.P_paused[nl]:
                 self._kick(nl, busy)
 
-    def _no_xoff(self, lk, size):
-        """Whether a packet of *size* arriving on *lk* stays clear of every PFC threshold."""
-        node = self.L_dst[lk]
-        used = self.S_used[node]
-        if used + size > self.buffer or self.I_xoff[lk]:
-            return False
-        if not self.pfc:
-            return True
-        thr = self.xoff_static
-        if thr is None:
-            thr = self.alpha * (self.buffer - used)
-        return self.I_bytes[lk] + size <= thr
+    def _drop_admit(self, pkt, nl, headroom):
+        """A packet for egress *nl* found no buffer (or headroom): count it by kind."""
+        self.P_drop[nl] += 1
+        if pkt.kind != DATA:
+            self.drop_ctrl += 1
+        elif headroom:
+            self.drop_hr += 1
+        else:
+            self.drop_buf += 1
+
+    @staticmethod
+    def _cnp_from(ctrl):
+        """Take the first CNP out of a control queue (None if it holds none)."""
+        for i, pkt in enumerate(ctrl):
+            if pkt.kind == CNP:
+                del ctrl[i]
+                return pkt
+        return None
 
     def _send_pause(self, t, lk, ib):
         """Ingress queue of link *lk* passed XOFF: PAUSE its upstream port."""
@@ -530,3 +547,12 @@ class PacketSim(RcTransport):
             self.N_xoff[self.L_dst[d]].discard(d)
             if up:
                 self._kick(d, max(t, self.P_busy[d]))
+        if self.detect_ps is not None and self.reroute is not None:
+            # Switches take the member out of (or back into) their ECMP groups once the
+            # link-down (link-up) is detected.
+            self.at(t + self.detect_ps, self._ecmp_update)
+
+    def _ecmp_update(self, t, _a, _b):
+        """ECMP groups follow the links' state as of now (detected after ``link_detect_ps``)."""
+        self.route_updates += 1
+        self.reroute(t, [lid for lid, up in enumerate(self.L_up) if not up])

@@ -273,6 +273,9 @@ class RcTransport:
         if kind == NACK and qp.snd_nxt > psn:
             qp.snd_nxt = psn  # go-back-N
             self.nacks_rx += 1
+            on_nack = getattr(qp.cc, "on_nack", None)
+            if on_nack is not None:
+                on_nack()
         self._port_ready(t, qp.port)
 
     # ---------------------------------------------------------------- responder (receiver) side
@@ -314,7 +317,7 @@ class RcTransport:
         """Send an ACK / NACK / CNP back to the requester on the high-priority class."""
         pkt = Pkt(kind, qp, psn, self.ctrl_size, qp.rev, ecn, t_sent)
         self.ctrl_pkts += 1
-        if not self.ctrl_per_hop:
+        if not self.ctrl_per_hop and (kind == CNP or not self.ack_qp):
             # Strict priority and never paused: propagation + serialization of the reverse path.
             heappush(self.q, (t + qp.ctrl_lat, next(self.eid), self._ctrl_arrive, qp.rev, pkt))
             return

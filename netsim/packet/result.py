@@ -74,6 +74,18 @@ class PacketResult:
     queue_bytes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # samples x links
     flow_delivered_bytes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # samples x flows
     trace: list | None = None
+    stuck: int = 0  # flows neither finished nor failed when the run ended
+    paused_at_end: list = field(default_factory=list)  # build.classify_paused
+    pfc_counters: dict = field(default_factory=dict)  # refreshes, expiries, watchdog storms
+
+    def stuck_warning(self) -> str | None:
+        """One line naming the unfinished flows and the links still paused, or None."""
+        if not self.stuck:
+            return None
+        links = ", ".join(f"{p['src']}->{p['dst']} ({p['reason']})" for p in self.paused_at_end[:8])
+        more = f" and {len(self.paused_at_end) - 8} more" if len(self.paused_at_end) > 8 else ""
+        return (f"warning: {self.stuck} flow(s) unfinished when the run ended at "
+                f"{self.sim_time_ns / 1000:.1f} us; paused links: {links or 'none'}{more}")
 
     @property
     def completed(self) -> bool:
@@ -111,6 +123,9 @@ class PacketResult:
             "events": self.events,
             "wall_s": self.wall_s,
             "failed_flows": sum(f.failed for f in self.flows),
+            "stuck": self.stuck,
+            "paused_at_end": self.paused_at_end,
+            "pfc_counters": self.pfc_counters,
             "max_fct_ns": max((f.fct_ns for f in self.flows if f.fct_ns is not None), default=None),
             "ledger": self.ledger,
             "deadlocks": self.deadlocks,

@@ -65,10 +65,26 @@ class ShortestPathRouter:
         self.seed = seed
         self._paths: dict[tuple[str, str], list[list[str]]] = {}
 
+    def without(self, dead) -> ShortestPathRouter:
+        """The same router on the fabric minus the cables of the *dead* directed links."""
+        r = ShortestPathRouter(self.fabric, self.seed)
+        g = self.fabric.graph.copy()
+        for u, v, lid in list(g.edges(data="link_id")):
+            if lid in set(dead):
+                g.remove_edge(u, v)
+                if g.has_edge(v, u):
+                    g.remove_edge(v, u)
+        r._graph = g
+        return r
+
     def path(self, src: str, dst: str, sport: int) -> list[int]:
         key = (src, dst)
         if key not in self._paths:
-            self._paths[key] = sorted(nx.all_shortest_paths(self.fabric.graph, src, dst))
+            g = getattr(self, "_graph", self.fabric.graph)
+            try:
+                self._paths[key] = sorted(nx.all_shortest_paths(g, src, dst))
+            except nx.NetworkXNoPath:
+                raise ValueError(f"no path from {src} to {dst}") from None
         paths = self._paths[key]
         h = zlib.crc32(f"{self.seed}:{src}:{dst}:{sport}".encode())
         nodes = paths[h % len(paths)]

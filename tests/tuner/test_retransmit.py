@@ -113,3 +113,23 @@ def test_packet_engine_agrees_with_window_boundary() -> None:
     # T = 4.096 us x 2^8 = 1.05 ms: 4 retries cover 4.19 ms (< 5 ms flap), 5 cover 5.24 ms
     assert _flap_run(8, 4, 5 * 10**9).failed
     assert not _flap_run(8, 5, 5 * 10**9).failed
+
+
+def test_multipath_links_see_at_most_the_detection_time():
+    from tuner.retransmit import (LINK_DETECT_S, RetransmitSetting, evaluate, outage_s,
+                                  parse_flaps, recommend_retransmit)
+
+    flaps = parse_flaps("max=5s")
+    # 4.2 ms x 7 = 29 ms window: outlasts the 10 ms detection, not a 5 s flap
+    short = RetransmitSetting(10, 7)
+    host = evaluate(short, flaps)
+    fabric = evaluate(short, flaps, multipath=True)
+    assert host.survival_per_flap < 0.01
+    assert fabric.survival_per_flap == 1.0
+    assert fabric.expected_stall_s <= LINK_DETECT_S + short.timeout_s
+    assert outage_s([1.0], multipath=True, detect_s=0.5).tolist() == [0.5]
+    rec = recommend_retransmit(flaps)
+    # the host links still set the window: it outlasts the design flap, not the detection
+    assert rec.recommended.setting.survivable_flap_s > 5.0
+    assert rec.fabric is not None and rec.fabric.survival_per_flap == 1.0
+    assert "host links" in rec.reason and "ECMP repair" in rec.reason

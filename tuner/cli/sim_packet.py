@@ -52,6 +52,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add(g, "--max-time", default="10s", help="stop the simulated clock here (default 10s)")
     _add(g, "--cc-param", action="append", default=[], metavar="KEY=VALUE",
          help="congestion-control parameter (netsim.cc field name), repeatable")
+    _add(g, "--ecn-mark-at", choices=["dequeue", "enqueue"], default="dequeue",
+         help="where switches mark ECN (default dequeue, as HPCC ns-3)")
+    _add(g, "--ack-class", choices=["qp", "priority"], default="qp",
+         help="ACK/NAK in the QP's traffic class (default, ConnectX) or strict priority")
+    _add(g, "--pfc-pause-quanta", type=int, default=65535,
+         help="pause time a PAUSE frame carries, in quanta of 512 bit times (default 65535)")
+    _add(g, "--pfc-response-quanta", type=int, default=None,
+         help="peer response delay in quanta (default: IEEE 802.3 value per port speed)")
+    _add(g, "--pfc-watchdog", default=None, metavar="TIME",
+         help="PFC watchdog: a port paused this long with data queued ignores PAUSE (off)")
+    _add(g, "--link-detect", default="10ms", metavar="TIME",
+         help="link-down detection before ECMP repair (default 10ms; 'off' = never)")
     _add(g, "--plot", default=None, metavar="DIR",
          help="write queue / per-flow rate time series (CSV and PNG) into DIR")
 
@@ -92,7 +104,22 @@ def config_from_args(args):
         ib_timeout=args.ib_timeout, retry_cnt=args.retry_cnt,
         adaptive_retrans=args.adaptive_retrans, ack_every_packets=args.ack_every,
         buffer_bytes=parse_bytes(args.buffer), ecn_kmin_bytes=parse_bytes(args.ecn_kmin),
-        ecn_kmax_bytes=parse_bytes(args.ecn_kmax), max_time_ps=parse_duration_ps(args.max_time))
+        ecn_kmax_bytes=parse_bytes(args.ecn_kmax), max_time_ps=parse_duration_ps(args.max_time),
+        ecn_mark_at=getattr(args, "ecn_mark_at", "dequeue"),
+        ack_class=getattr(args, "ack_class", "qp"),
+        pfc_pause_quanta=getattr(args, "pfc_pause_quanta", 65535),
+        pfc_response_quanta=getattr(args, "pfc_response_quanta", None),
+        pfc_watchdog_ps=_duration_or_none(getattr(args, "pfc_watchdog", None)),
+        link_detect_ps=_duration_or_none(getattr(args, "link_detect", "10ms")))
+
+
+def _duration_or_none(text):
+    """A duration flag, or None for absent / 'off'."""
+    from topologies.units import parse_duration_ps
+
+    if text is None or str(text).strip().lower() in ("off", "none"):
+        return None
+    return parse_duration_ps(text)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -120,6 +147,11 @@ def run(args: argparse.Namespace) -> int:
     res = simulate_packets(fabric, flows, config, seed=args.seed, router=router, flaps=flaps)
     doc = res.to_json()
     doc["fabric"] = fabric.name
+    warning = res.stuck_warning()
+    if warning:
+        import sys
+
+        print(warning, file=sys.stderr)
     if args.plot:
         doc["plots"] = [str(p) for p in write_series(res, args.plot)]
     if args.json:
@@ -144,6 +176,7 @@ def _print_table(res, fabric_name: str, plots) -> None:
     summary = [
         ["fabric", fabric_name], ["cc / pfc", f"{res.cc} / {'on' if res.pfc else 'off'}"],
         ["flows done / failed", f"{len(done)} / {sum(f.failed for f in res.flows)}"],
+        ["stuck", res.stuck],
         ["max fct (us)", f"{max(done) / 1000:.3f}" if done else "-"],
         ["drops", res.drops], ["pfc pauses", res.pfc_pauses], ["ecn marks", res.ecn_marks],
         ["cnps", res.cnps], ["timeouts", res.timeouts], ["hol victims", len(res.hol_victims)],

@@ -104,3 +104,18 @@ def test_window_never_leaves_its_bounds(clock, line_rate_bps, base_rtt_ps, rng):
                   False)
         assert cc.params.min_cwnd_bytes <= cc.cwnd_bytes <= 1000 * MTU
         assert 0 < cc.rate_bps <= line_rate_bps
+
+
+def test_nack_cuts_by_max_mdf_once_per_rtt(clock, line_rate_bps, base_rtt_ps):
+    from netsim.cc import make_cc
+
+    cc = make_cc("swift", line_rate_bps=line_rate_bps, base_rtt_ps=base_rtt_ps, clock=clock)
+    w0 = cc.cwnd_bytes
+    cc.on_nack()
+    assert cc.cwnd_bytes == pytest.approx(w0 * (1 - cc.params.max_mdf))
+    cc.on_nack()  # same RTT: no second cut
+    assert cc.cwnd_bytes == pytest.approx(w0 * (1 - cc.params.max_mdf))
+    clock.advance(clock.now_ps + cc.rtt_ps)
+    cc.on_nack()
+    assert cc.cwnd_bytes == pytest.approx(w0 * (1 - cc.params.max_mdf) ** 2)
+    assert cc.nacks == 3

@@ -110,3 +110,18 @@ def test_cli_flap_fails_the_flow_and_bad_input_is_one_line(capsys):
     assert main(["simulate", "--level", "packet", "--retry-cnt", "9"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("netsim simulate: error:") for line in err)
+
+
+def test_cli_stuck_flows_preset_and_engine_flags(capsys):
+    rc = main(["simulate", "--level", "packet", "--fabric", "fat-tree-k4", "--traffic",
+               "incast:4", "--size", "2MB", "--cc", "dcqcn", "--cc-param", "preset=paper",
+               "--ecn-mark-at", "enqueue", "--ack-class", "priority", "--link-detect", "off",
+               "--pfc-watchdog", "200ms", "--max-time", "20us", "--json"])
+    assert rc == 0
+    out = capsys.readouterr()
+    doc = json.loads(out.out)
+    assert doc["stuck"] == 4 and "paused_at_end" in doc and "pfc_counters" in doc
+    assert out.err.startswith("warning: 4 flow(s) unfinished")
+    rc = main(["simulate", "--level", "packet", "--fabric", "fat-tree-k4", "--traffic",
+               "incast:2", "--size", "64KB", "--cc", "none"])
+    assert rc == 0 and "stuck" in capsys.readouterr().out
