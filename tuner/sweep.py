@@ -214,7 +214,7 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
 
     n = workers or os.cpu_count() or 1
     with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
         yield client
 
