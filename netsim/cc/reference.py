@@ -85,6 +85,7 @@ NS3_FIXED = {
 NS3_ENGINE = {
     "ecn_mark_at": "dequeue",  # switch-node.cc SwitchNotifyDequeue
     "pfc_response_quanta": 0,  # qbb-net-device.cc: a received PAUSE stops the queue at once
+    "ack_class": "priority",  # ACK_HIGH_PRIO 1 (HPCC run.py for DCQCN): ACK/NACK at high priority
 }
 
 
