@@ -94,11 +94,21 @@ def test_one_small_scenario_meets_the_targets(refs) -> None:
 #: Long scenarios whose difference is the reference's DCQCN pacing (docs/validation.md):
 #: with ConnectX's rpg_min_rate 1 Mb/s a QP cut to the floor keeps its 33 ms departure slot in
 #: ns-3 (rdma-hw.cc never calls ChangeRate for DCQCN), so its rates collapse and ours do not.
-REFERENCE_ARTEFACT = ("incast8-100g-long-nic-default", "incast8-400g-long-nic-default",
-                      "perm16-100g-long-nic-default", "perm16-400g-long-nic-default")
+REFERENCE_ARTEFACT = ("incast8-400g-long-nic-default", "perm16-100g-long-nic-default",
+                      "perm16-400g-long-nic-default")
 #: Long scenarios that miss a target for a reason not established (docs/validation.md, "Open
 #: differences"): expected to fail until explained or fixed (strict: a pass is reported).
-OPEN: dict[str, str] = {}
+OPEN = {
+    "incast2-100g-long-paper": "engine issue: same-time arrivals ordered by link id make the two "
+                               "symmetric flows unfair (docs/validation.md, item 4)",
+    "incast8-100g-long-nic-default": "the reference's pacing artefact shows in part (its band: "
+                                     "65-84 Gb/s, 0-49 PAUSE frames); per-flow FCT and queue "
+                                     "quantiles differ (docs/validation.md, item 1)",
+    "perm16-100g-long-paper": "open: the reference pauses (181-280 PAUSE frames) and its leaf "
+                              "uplink's queue p99 is 8.8 MB, ours 0 and 2.0 MB; per-flow FCT -20%",
+    "perm16-400g-long-paper": "open: one flow's FCT -19%; the reference sends 982-2192 PAUSE "
+                              "frames, ours 144",
+}
 LONG = sorted(s.name for s in ref.all_scenarios() if s.long and s.name not in REFERENCE_ARTEFACT)
 
 
