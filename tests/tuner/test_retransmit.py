@@ -116,8 +116,14 @@ def test_packet_engine_agrees_with_window_boundary() -> None:
 
 
 def test_multipath_links_see_at_most_the_detection_time():
-    from tuner.retransmit import (LINK_DETECT_S, RetransmitSetting, evaluate, outage_s,
-                                  parse_flaps, recommend_retransmit)
+    from tuner.retransmit import (
+        LINK_DETECT_S,
+        RetransmitSetting,
+        evaluate,
+        outage_s,
+        parse_flaps,
+        recommend_retransmit,
+    )
 
     flaps = parse_flaps("max=5s")
     # 4.2 ms x 7 = 29 ms window: outlasts the 10 ms detection, not a 5 s flap

@@ -90,3 +90,21 @@ def test_find_pause_cycle_needs_queued_data():
     assert sorted(find_pause_cycle(Fake())) == [0, 1, 2]
     Fake.P_data = [[1], [], [1]]
     assert find_pause_cycle(Fake()) is None
+
+
+def test_deadlock_is_classified_as_a_cycle_and_the_watchdog_breaks_it(run):
+    fab = ring(4, gbps_=100, latency_ns=500)
+    flows = [Flow(f"h{i}", f"h{(i + 3) % 4}", 2_000_000) for i in range(4)]
+    kw = dict(router=ClockwiseRouter(fab), pfc_xoff_bytes=40_000, buffer_bytes=4_000_000,
+              ecn=False, max_time_ps=1_000_000_000, sample_interval_ps=2_000_000)
+    stuck = run(fab, flows, **kw)
+    assert stuck.stuck == 4
+    reasons = {p["link"]: p["reason"] for p in stuck.paused_at_end}
+    ring_links = set(stuck.deadlocks[0]["links"])
+    assert ring_links <= reasons.keys() and all(reasons[lid] == "cycle" for lid in ring_links)
+    # A watchdog (SONiC pfcwd; here: the stormed port ignores PAUSE for a while) breaks the
+    # cycle; what overflows downstream is lost and retransmitted (262 us timer here).
+    kw["max_time_ps"] = 100_000_000_000
+    freed = run(fab, flows, pfc_watchdog_ps=200_000_000, ib_timeout=6, **kw)
+    assert freed.pfc_counters["watchdog_storms"] > 0
+    assert freed.stuck == 0 and all(f.fct_ns is not None for f in freed.flows)
