@@ -212,8 +212,13 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
         return
     import logging
 
+    import dask
+
     n = workers or os.cpu_count() or 1
-    with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+    # generous timeouts: worker processes start slowly on a loaded machine (shared CI cores)
+    with dask.config.set({"distributed.comm.timeouts.connect": "120s",
+                          "distributed.comm.timeouts.tcp": "120s"}), \
+            distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                   dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
         yield client
@@ -226,7 +231,8 @@ def _completed_in_process(fn, todo: list[dict], args: dict) -> Iterable[PointRes
 
 def _completed_on_dask(client, fn, todo: list[dict], args: dict) -> Iterable[PointResult]:
     distributed = _import_dask()
-    futures = client.map(_call, [fn] * len(todo), todo, [args] * len(todo), pure=False)
+    shared = client.scatter(fn, broadcast=True, hash=False)  # sent to each worker once
+    futures = client.map(_call, [shared] * len(todo), todo, [args] * len(todo), pure=False)
     point_of = {f.key: p for f, p in zip(futures, todo, strict=True)}
     for fut in distributed.as_completed(futures):
         try:
@@ -241,7 +247,8 @@ def run_points(fn: Callable[[dict], Any], points: Sequence[Mapping],
                out_dir: str | os.PathLike | None = None, workers: int | None = None,
                scheduler: str | None = None, progress: bool = True, *,
                client=None, args: Mapping | None = None, desc: str = "sweep",
-               on_result: Callable[[PointResult], None] | None = None) -> list[PointResult]:
+               on_result: Callable[[PointResult], None] | None = None,
+               retry_errors: bool = False) -> list[PointResult]:
     """Run ``fn(point)`` for every point and return one :class:`PointResult` per point.
 
     Parameters
@@ -269,6 +276,9 @@ def run_points(fn: Callable[[dict], Any], points: Sequence[Mapping],
         Fixed arguments recorded with each point (``PointResult.args = {**args, **point}``).
     on_result
         Called in this process with each result as it finishes (after it is recorded).
+    retry_errors
+        Run again the points recorded with status ``error`` in ``out_dir`` (their old
+        records are removed first, atomically) instead of keeping them.
 
     Returns
     -------
@@ -279,6 +289,8 @@ def run_points(fn: Callable[[dict], Any], points: Sequence[Mapping],
     points = [dict(p) for p in points]
     keys = _distinct_keys(points)
     args = dict(args or {})
+    if retry_errors and out_dir is not None:
+        drop_errors(Path(out_dir) / RESULTS_JSONL, set(keys))
     done = _resume(out_dir, keys)
     todo = [p for p, k in zip(points, keys, strict=True) if k not in done]
     writer = _ResultWriter(Path(out_dir) / RESULTS_JSONL) if out_dir is not None else None
@@ -296,6 +308,24 @@ def run_points(fn: Callable[[dict], Any], points: Sequence[Mapping],
         if writer:
             writer.close()
     return [done[k] for k in keys]
+
+
+def drop_errors(path: Path, keys: set[str]) -> int:
+    """Remove the error records of ``keys`` from a results file (write aside, fsync, rename)."""
+    if not path.exists():
+        return 0
+    records = read_results(path)
+    keep = [r for r in records if r.ok or point_key(r.point) not in keys]
+    if len(keep) == len(records):
+        return 0
+    tmp = path.with_suffix(".jsonl.tmp")
+    with open(tmp, "wb") as fh:
+        for r in keep:
+            fh.write((json.dumps(r.to_record(), separators=(",", ":")) + "\n").encode())
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return len(records) - len(keep)
 
 
 def _distinct_keys(points: list[dict]) -> list[str]:
@@ -558,12 +588,15 @@ def point_function(spec: SweepSpec) -> Callable[[dict], Any]:
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, workers: int | None = None,
               scheduler: str | None = None, progress: bool = True,
-              spec_text: str | None = None) -> SweepSummary:
+              spec_text: str | None = None, retry_errors: bool = False) -> SweepSummary:
     """Run ``spec`` into ``out_dir`` (resuming), write ``results.csv``, return the summary."""
     out = Path(out_dir)
     claim_dir(out, spec, spec_text)
     t0 = time.perf_counter()
-    n_before = len(_resume(out, [point_key(p) for p in spec.points]))
+    keys = [point_key(p) for p in spec.points]
+    if retry_errors:
+        drop_errors(out / RESULTS_JSONL, set(keys))
+    n_before = len(_resume(out, keys))
     results = run_points(point_function(spec), spec.points, out_dir=out, workers=workers,
                          scheduler=scheduler, progress=progress, args=spec.args)
     write_csv(out / RESULTS_CSV, results)

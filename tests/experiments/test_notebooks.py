@@ -9,6 +9,7 @@ sensible size). Any cell error fails the test. Strip outputs with
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,15 +32,28 @@ def test_notebook_is_committed_without_outputs(path: Path) -> None:
                        f"python -m experiments.strip_notebooks {path.name}")
 
 
+def _python3_kernel_here(root: Path) -> Path:
+    """A ``python3`` kernelspec that runs this interpreter (``JUPYTER_PATH`` wins the lookup)."""
+    spec = root / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (tests)", "language": "python"}))
+    return root
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_notebook_executes(path: Path, tmp_path, monkeypatch) -> None:
-    nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
+    import nbclient  # the dev extra installs nbclient, nbformat and ipykernel
+    import nbformat
+    monkeypatch.setenv("JUPYTER_PATH", str(_python3_kernel_here(tmp_path / "jupyter")))
     monkeypatch.setenv("NETSIM_NOTEBOOK_SMALL", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(path, as_version=4)
+    work = tmp_path / "cwd"
+    work.mkdir()
     client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
+                                     resources={"metadata": {"path": str(work)}})
     try:
         client.execute()
     except nbclient.exceptions.CellExecutionError as exc:

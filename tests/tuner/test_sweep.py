@@ -124,6 +124,20 @@ def test_in_process_failing_point_is_recorded_and_others_go_on(tmp_path) -> None
     assert len((tmp_path / sweep.RESULTS_JSONL).read_text().splitlines()) == 5
 
 
+def test_retry_errors_reruns_only_the_failed_points(tmp_path) -> None:
+    pts = [{"x": x} for x in range(4)]
+    first = sweep.run_points(sweep.FunctionPoint("sweep_fns:square", {"fail_on": 2}), pts,
+                             out_dir=tmp_path, workers=0, progress=False)
+    assert [r.status for r in first] == ["ok", "ok", "error", "ok"]
+    fixed = sweep.FunctionPoint("sweep_fns:square", {"fail_on": None, "offset": 100})
+    again = sweep.run_points(fixed, pts, out_dir=tmp_path, workers=0, progress=False,
+                             retry_errors=True)
+    assert [r.status for r in again] == ["ok"] * 4
+    assert [r.output["y"] for r in again] == [0, 1, 104, 9]  # only x=2 ran again
+    lines = (tmp_path / sweep.RESULTS_JSONL).read_text().splitlines()
+    assert len(lines) == 4
+
+
 def test_run_points_on_a_local_dask_cluster_matches_in_process() -> None:
     pts = [{"x": x} for x in range(8)]
     fn = sweep.FunctionPoint("sweep_fns:square", {"fail_on": 5})

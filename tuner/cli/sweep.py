@@ -31,6 +31,8 @@ def register(sub) -> argparse.ArgumentParser:
                         "cores; 0 = run in this process without Dask)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
                    help="use an existing Dask cluster instead of a local one")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="run again the points recorded with an error (default: keep them)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(p)
     return p
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if args.workers != 0 or args.scheduler:
         sweep._import_dask()  # one line naming the extra, before any work
     summary = sweep.run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
-                              progress=not args.no_progress, spec_text=spec_path.read_text())
+                              progress=not args.no_progress, spec_text=spec_path.read_text(),
+                              retry_errors=args.retry_errors)
     if args.json:
         print_json(summary)
     else:
