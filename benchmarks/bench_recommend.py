@@ -6,8 +6,9 @@ Run: ``python benchmarks/bench_recommend.py [--job gpt3-175b] [--dp 16 192] [--b
 For every data-parallel width given (16: the packaged 1,024-GPU job; 192: all 12,288 GPUs of
 megascale) it prints the median over ``--repeat`` runs of the wall time of each step of
 :func:`tuner.recommend.recommend` (from its progress callback) and of the whole run, then the
-congestion-control search alone with 1 and 2 local worker processes (the parallel speed-up of
-the ``concurrent.futures`` evaluations). The machine is shared: the load average before and
+congestion-control search alone with 1 and 2 local worker processes of the sweep runner (the
+parallel speed-up of its evaluations; zero when the job has no congestion point, as the search
+then runs no packet simulation). The machine is shared: the load average before and
 after is printed with the figures.
 """
 
@@ -21,7 +22,7 @@ import statistics
 import time
 
 from topologies import load_fabric
-from tuner.ccsearch import hot_spot, make_executor, search_cc
+from tuner.ccsearch import job_scenarios, search_job_cc
 from tuner.jobs import load_job
 from tuner.placement import place
 from tuner.recommend import RecommendOptions, recommend
@@ -52,13 +53,12 @@ def median_steps(fabric, job, budget: int, repeat: int) -> dict:
 
 def cc_scaling(fabric, job, budget: int) -> dict[int, float]:
     """Wall time of the CC search with 1 and 2 worker processes (same seed, same points)."""
-    hot = hot_spot(fabric, job, place(fabric, job, "topo").gpu_of_rank)
+    scenarios, found = job_scenarios(fabric, job, place(fabric, job, "topo").gpu_of_rank)
     out = {}
     for workers in (1, 2):
-        with make_executor(workers=workers) as ex:
-            t0 = time.perf_counter()
-            search_cc(hot, budget=budget, executor=ex, seed=0)
-            out[workers] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        search_job_cc(scenarios, found, budget=budget, seed=0, workers=workers)
+        out[workers] = time.perf_counter() - t0
     return out
 
 
@@ -80,7 +80,8 @@ def main() -> None:
         job = load_job(a.job, dp=dp)
         run = {"dp": dp, "gpus": job.world, **median_steps(fabric, job, a.budget, a.repeat)}
         scaling = cc_scaling(fabric, job, a.budget)
-        run.update(cc_search_wall_s=scaling, cc_speedup_2_workers=scaling[1] / scaling[2])
+        run.update(cc_search_wall_s=scaling,
+                   cc_speedup_2_workers=scaling[1] / scaling[2] if scaling[2] > 0 else 1.0)
         doc["runs"].append(run)
     doc["load_after"] = os.getloadavg()
     if a.json:

@@ -1,51 +1,58 @@
-"""DCQCN parameter search with the packet engine on the job's hot spot.
+"""Congestion-control settings searched on the job's own traffic (packet engine).
 
-The hot spot comes from the flow engine (:func:`hot_spot`): the fabric link that the most
-QPs of the job's concurrent collectives share (an ECMP collision on a ToR/agg uplink). It is
-rebuilt as a packet-level dumbbell: ``n`` senders at the NIC rate whose flows all cross one
-cable of the hot link's rate. If the job has no over-subscribed link, the fallback is an
-8-to-1 incast at the NIC rate (the classic PFC storm), and the report says so.
+Scenarios (:func:`job_scenarios`): for every kind of network collective the job runs (the DP
+rings of all stages at once, the PP stage pairs), the flow engine finds the fabric link that
+the most QPs share (:func:`tuner.collision.collision_slowdown`, with the QP count the job will
+use). Where that link is offered more than its capacity, the collision is rebuilt packet by
+packet: ``n`` QPs at the NIC rate through one cable of the link's rate (a dumbbell). A job
+whose collectives offer no link more than its capacity has no congestion point: no queue
+builds on the RoCE class, ECN never marks and DCQCN never acts, so no setting can change what
+the job sees and the vendor defaults stand (the report says so and why).
 
-Search space (switch ECN ramp and ConnectX DCQCN; names of ``netsim.cc.params`` and
-``PacketConfig``): ``ecn_kmin_bytes``, ``ecn_kmax_bytes``, ``ecn_pmax``,
-``rpg_time_reset_us`` (rate-increase timer), ``rpg_byte_reset_bytes`` (byte counter),
-``rpg_ai_rate_mbps``, ``rpg_hai_rate_mbps``, ``dce_tcp_g`` (alpha gain, /1024) and
-``min_time_between_cnps_us`` (CNP interval).
+Search (:func:`search_job_cc`): the vendor defaults, then every parameter of :data:`GRID`
+moved alone to each of its values, then pairs of the two best single moves, up to a budget;
+every setting runs on every scenario through the sweep runner (:func:`tuner.sweep.run_points`).
+A setting is *accepted* only if on every scenario it is no worse than the defaults: goodput at
+least ``1 - ACCEPT_TOL`` of theirs and p99 FCT at most ``1 + ACCEPT_TOL`` of theirs. Accepted
+settings are scored (lower is better) by the mean over scenarios of the p99 FCT ratio to the
+defaults plus ``PAUSE_WEIGHT`` x the mean PFC pause-time ratio. Among the accepted settings
+within ``TIE_MARGIN`` of the best score, the one closest to the defaults wins (the defaults
+themselves when they are within the margin). The effect is reported per scenario.
 
-Objective: the PFC pause time must stay under a bound (a fraction of the vendor defaults'
-pause time) and goodput may not drop more than ``max_goodput_loss`` below the defaults';
-among the feasible settings the best ``goodput - 0.1 x tail FCT`` (both relative to the
-defaults) wins. The search is sequential and model-based: a Latin-hypercube first batch, then
-batches proposed by an RBF surrogate (``scipy.interpolate.RBFInterpolator``) of the penalised
-objective; each batch is evaluated in parallel through a ``concurrent.futures`` executor.
+Names follow ``netsim.cc.params`` and ``PacketConfig``: ``ecn_kmin_bytes``,
+``ecn_kmax_ratio`` (Kmax = Kmin x ratio), ``ecn_pmax``, ``rpg_time_reset_us``,
+``rpg_byte_reset_bytes``, ``rpg_ai_rate_mbps``, ``rpg_hai_rate_mbps``, ``dce_tcp_g`` and
+``min_time_between_cnps_us``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
-#: (name, low, high, log-scale, integer) of every searched parameter; the ConnectX firmware
-#: takes integers (us, Mb/s, /1024), so those are searched as integers and what is evaluated
-#: is exactly what nic_dcqcn.conf gets.
-SPACE = (
-    ("ecn_kmin_bytes", 10_000, 1_000_000, True, True),
-    ("ecn_kmax_ratio", 1.5, 20.0, True, False),         # kmax = kmin x ratio
-    ("ecn_pmax", 0.01, 1.0, True, False),
-    ("rpg_time_reset_us", 5, 600, True, True),
-    ("rpg_byte_reset_bytes", 4096, 1_048_576, True, True),
-    ("rpg_ai_rate_mbps", 1, 400, True, True),
-    ("rpg_hai_rate_mbps", 10, 4000, True, True),
-    ("dce_tcp_g", 960, 1023, False, True),               # alpha gain g = (1024 - x)/1024
-    ("min_time_between_cnps_us", 1, 100, True, True),
-)
-#: Fraction of the default pause time the recommendation must stay under.
-PAUSE_BOUND = 0.75
-MAX_GOODPUT_LOSS = 0.02
-#: Switch buffer of the hot-spot testbed per port (assumption: a shallow shared buffer, about
-#: 1 MB per port of a 64-port switch; deep-buffer switches make PFC rarer).
+#: Values each parameter is tried at (the defaults are the other value); integers where the
+#: ConnectX firmware takes integers, so what is evaluated is exactly what nic_dcqcn.conf gets.
+GRID = {
+    "ecn_kmin_bytes": (75_000, 300_000),
+    "ecn_kmax_ratio": (5.0, 20.0),
+    "ecn_pmax": (0.1, 0.5),
+    "rpg_time_reset_us": (50, 150),
+    "rpg_byte_reset_bytes": (16384, 65536),
+    "rpg_ai_rate_mbps": (20,),
+    "rpg_hai_rate_mbps": (200,),
+    "min_time_between_cnps_us": (2, 8),
+}
+#: Largest goodput loss / p99 FCT increase against the defaults, on any scenario, accepted.
+ACCEPT_TOL = 0.01
+#: Settings whose score is within this of the best are ties; the closest to the defaults wins.
+TIE_MARGIN = 0.01
+#: Weight of the PFC pause-time ratio in the score (the p99 FCT ratio has weight 1).
+PAUSE_WEIGHT = 0.1
+#: Switch buffer of a scenario per port (assumption: a shallow shared buffer, about 1 MB per
+#: port of a 64-port switch; deep-buffer switches make PFC rarer).
 BUFFER_PER_PORT_BYTES = 1_000_000
 
 
@@ -119,6 +126,7 @@ class CcOutcome:
     ecn_marks: float
     cnps: float
     failed: bool = False
+    p99_fct_ns: float = 0.0   # 99th percentile of the flows' completion times
 
 
 def to_engine(params: dict) -> tuple[dict, dict]:
@@ -169,144 +177,208 @@ def evaluate_cc(hot: HotSpot, params: dict, seeds: tuple[int, ...] = (0, 1),
         fct = [f.fct_ns for f in r.flows]
         failed |= any(f.failed or f.fct_ns is None for f in r.flows)
         makespan = max(x for x in fct if x is not None) if any(x is not None for x in fct) else math.inf
+        done = [x for x in fct if x is not None]
+        p99 = float(np.percentile(done, 99)) if len(done) == len(fct) else math.inf
         rows.append((total_bits / makespan / hot.bottleneck_gbps, makespan,
-                     sum(p.paused_ns for p in r.ports), r.pfc_pauses, r.ecn_marks, r.cnps))
+                     sum(p.paused_ns for p in r.ports), r.pfc_pauses, r.ecn_marks, r.cnps, p99))
     m = np.mean(np.array(rows, dtype=float), axis=0)
     return CcOutcome(dict(params), float(m[0]), float(m[1]), float(m[2]), float(m[3]),
-                     float(m[4]), float(m[5]), failed)
+                     float(m[4]), float(m[5]), failed, float(m[6]))
+
+
+
+
+# ---------------------------------------------------------------- the job's scenarios
+
+def nic_gbps_of(fabric) -> float:
+    """The NIC (host link) rate of *fabric* in Gb/s."""
+    return float(np.asarray(fabric.link_capacity_bps)[np.asarray(fabric.wiring.nic_up_link)[0]]) / 1e9
+
+
+def job_scenarios(fabric, job, gpu_of_rank, qps: int = 1, seed: int = 0,
+                  flow_bytes: int = 1_000_000) -> tuple[list[HotSpot], list[str]]:
+    """The congestion points of the job's own collectives, and one line per collective kind.
+
+    Returns the packet scenarios (one per kind whose hottest link is offered more than its
+    capacity) and, for every kind, what the flow engine found on its hottest link.
+    """
+    from tuner.collision import collision_slowdown
+    from tuner.search import job_groups
+
+    nic = nic_gbps_of(fabric)
+    scenarios, found = [], []
+    for kind, groups in job_groups(job, gpu_of_rank).items():
+        link = collision_slowdown(fabric, groups, qps=qps, seed=seed).hot_link
+        name = {"dp": "DP rings", "pp": "PP sends"}.get(kind, kind)
+        if not link:
+            found.append(f"{name}: no switch-to-switch link carries them")
+            continue
+        where = (f"{link['qps']} QPs on {link['src']}->{link['dst']} ({link['gbps']:g}G "
+                 f"{link['kind']}), offered {link['over']:.2f}x its capacity")
+        found.append(f"{name}: {where}")
+        if link["over"] > 1.0:
+            n = int(link["qps"])
+            scenarios.append(HotSpot("collision", n, nic, link["gbps"], flow_bytes,
+                                     BUFFER_PER_PORT_BYTES * (n + 1), f"{name}: {where}"))
+    return scenarios, found
 
 
 # ---------------------------------------------------------------- the search
 
-def _to_unit(params: dict) -> np.ndarray:
-    out = []
-    for name, lo, hi, log, _ in SPACE:
-        v = float(np.clip(params[name], lo, hi))
-        out.append((math.log(v) - math.log(lo)) / (math.log(hi) - math.log(lo)) if log
-                   else (v - lo) / (hi - lo))
-    return np.array(out)
+@dataclass
+class CcSetting:
+    """One candidate: its parameters and its outcome on every scenario."""
 
-
-def _from_unit(u: np.ndarray) -> dict:
-    out = {}
-    for x, (name, lo, hi, log, integer) in zip(np.clip(u, 0, 1), SPACE, strict=False):
-        v = math.exp(math.log(lo) + x * (math.log(hi) - math.log(lo))) if log else lo + x * (hi - lo)
-        out[name] = int(round(v)) if integer else float(v)
-    return out
+    params: dict
+    outcomes: list[CcOutcome]
+    accepted: bool = False
+    score: float = math.inf
 
 
 @dataclass
-class CcChoice:
-    """Defaults, the recommendation and every evaluation."""
+class CcJobChoice:
+    """The search's result: scenarios, defaults, the choice and every evaluated setting."""
 
-    hot: HotSpot
-    default: CcOutcome
-    best: CcOutcome
-    feasible: bool
-    evaluations: list[CcOutcome] = field(default_factory=list)
-    pause_bound_ns: float = 0.0
+    scenarios: list[HotSpot]
+    found: list[str]
+    default: CcSetting
+    best: CcSetting
+    evaluated: list[CcSetting] = field(default_factory=list)
     status: str = ""
 
     @property
-    def pause_reduction(self) -> float:
-        d = self.default.pause_ns
-        return 0.0 if d <= 0 else 1.0 - self.best.pause_ns / d
+    def changed(self) -> dict:
+        """Parameters the choice moves away from the defaults: name -> (default, chosen)."""
+        d, b = self.default.params, self.best.params
+        return {k: (d[k], b[k]) for k in d if b[k] != d[k]}
 
-    @property
-    def goodput_change(self) -> float:
-        return self.best.goodput / self.default.goodput - 1.0
-
-
-def _merit(o: CcOutcome, d: CcOutcome, bound_ns: float, max_loss: float) -> float:
-    """Lower is better: ``-(goodput) + 0.05 ln(tail FCT / defaults')`` plus penalties that
-    grow with the PFC pause over the bound (in units of the defaults' pause) and the goodput
-    lost beyond ``max_loss``; goodput is absolute (fraction of the bottleneck), so a setting
-    cannot buy goodput with PFC pauses."""
-    fct = max(o.tail_fct_ns, 1.0) / max(d.tail_fct_ns, 1.0)
-    score = -o.goodput + 0.05 * math.log(fct)
-    over_pause = max(0.0, o.pause_ns - bound_ns) / max(d.pause_ns, 1000.0)
-    lost = max(0.0, (1 - max_loss) * d.goodput - o.goodput) / max(d.goodput, 1e-9)
-    return score + 10.0 * (over_pause + lost) + (100.0 if o.failed else 0.0)
+    def effects(self) -> list[dict]:
+        """Per scenario: goodput, p99 FCT and PFC pause time, defaults vs choice."""
+        out = []
+        for hot, d, b in zip(self.scenarios, self.default.outcomes, self.best.outcomes, strict=True):
+            out.append({"scenario": hot.source, "goodput_default": d.goodput, "goodput": b.goodput,
+                        "p99_fct_us_default": d.p99_fct_ns / 1e3, "p99_fct_us": b.p99_fct_ns / 1e3,
+                        "pause_us_default": d.pause_ns / 1e3, "pause_us": b.pause_ns / 1e3})
+        return out
 
 
-def _ok(o: CcOutcome, d: CcOutcome, pause_limit_ns: float, max_loss: float) -> bool:
-    return (not o.failed and o.pause_ns <= pause_limit_ns
-            and o.goodput >= (1 - max_loss) * d.goodput)
+def accepted(s: CcSetting, d: CcSetting, tol: float = ACCEPT_TOL) -> bool:
+    """No worse than the defaults on every scenario: goodput and p99 FCT within ``tol``."""
+    return all(not o.failed and o.goodput >= (1 - tol) * od.goodput
+               and o.p99_fct_ns <= (1 + tol) * od.p99_fct_ns
+               for o, od in zip(s.outcomes, d.outcomes, strict=True))
 
 
-def make_executor(scheduler: str | None = None, workers: int | None = None):
-    """Local process pool, or a Dask cluster's executor when ``scheduler`` is an address."""
-    if scheduler:
-        try:
-            from dask.distributed import Client  # optional: pip install "dask[distributed]"
-        except ImportError as exc:
-            raise ValueError("--scheduler needs dask.distributed: "
-                             "pip install \"dask[distributed]\"") from exc
-        return Client(scheduler).get_executor()
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(max_workers=workers or 2)
+def score(s: CcSetting, d: CcSetting) -> float:
+    """Lower is better: mean p99 FCT ratio + ``PAUSE_WEIGHT`` x mean pause-time ratio."""
+    fct = np.mean([o.p99_fct_ns / od.p99_fct_ns for o, od in zip(s.outcomes, d.outcomes, strict=True)])
+    pause = np.mean([(o.pause_ns + 1e3) / (od.pause_ns + 1e3)
+                     for o, od in zip(s.outcomes, d.outcomes, strict=True)])
+    return float(fct + PAUSE_WEIGHT * pause)
 
 
-def search_cc(hot: HotSpot, budget: int = 16, executor=None, seed: int = 0,
-              pause_bound: float = PAUSE_BOUND, max_goodput_loss: float = MAX_GOODPUT_LOSS,
-              batch: int = 4, progress=None) -> CcChoice:
-    """Search DCQCN/ECN parameters on ``hot`` with ``budget`` packet-engine evaluations.
+def distance(params: dict, d: dict) -> float:
+    """How far a setting is from the defaults: sum of |log ratio| over the parameters."""
+    return float(sum(abs(math.log(float(params[k]) / float(d[k]))) for k in d
+                     if float(d[k]) > 0 and float(params[k]) > 0))
+
+
+def candidates(d: dict, budget: int) -> list[dict]:
+    """Single moves of every :data:`GRID` parameter (in order), at most *budget* of them."""
+    out = []
+    for name, values in GRID.items():
+        for v in values:
+            if v != d[name]:
+                out.append({**d, name: v})
+    return out[:max(0, budget)]
+
+
+def _eval_point(scenarios: list[HotSpot], point: dict) -> dict:
+    """Sweep-runner function: one setting on one scenario (module level: picklable)."""
+    o = evaluate_cc(scenarios[point["scenario"]], point["params"], seeds=(point["seed"],))
+    return o.__dict__
+
+
+def _evaluate(scenarios, settings: list[dict], seed: int, workers, scheduler) -> list[CcSetting]:
+    """Every setting on every scenario, fanned out through the sweep runner."""
+    points = [{"setting": i, "scenario": j, "params": p, "seed": seed}
+              for i, p in enumerate(settings) for j in range(len(scenarios))]
+    if not points:
+        return []
+    fn = functools.partial(_eval_point, scenarios)
+    try:
+        from tuner.sweep import run_points
+    except ImportError:  # the sweep runner is not installed: evaluate in this process
+        outs = [fn(p) for p in points]
+    else:
+        res = run_points(fn, points, workers=workers, scheduler=scheduler, progress=False,
+                         desc="cc search")
+        bad = [r.error for r in res if r.status != "ok"]
+        if bad:
+            raise RuntimeError(f"CC search: {len(bad)} packet runs failed, first: {bad[0]}")
+        outs = [r.output for r in res]
+    by = {}
+    for p, o in zip(points, outs, strict=True):
+        by.setdefault(p["setting"], []).append(CcOutcome(**o))
+    return [CcSetting(dict(settings[i]), by[i]) for i in range(len(settings))]
+
+
+def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budget: int = 16,
+                  seed: int = 0, workers: int | None = 0, scheduler: str | None = None) -> CcJobChoice:
+    """Search DCQCN/ECN settings on the job's scenarios (see the module docstring).
 
     Parameters
     ----------
-    hot
-        The scenario (:func:`hot_spot`).
+    scenarios
+        From :func:`job_scenarios`; empty means the job has no congestion point and the
+        defaults stand without a packet run.
+    found
+        What the flow engine found per collective kind (reported).
     budget
-        Evaluations besides the defaults' (at least one batch).
-    executor
-        A ``concurrent.futures`` executor (:func:`make_executor`); None evaluates in-process.
+        Settings evaluated besides the defaults (each on every scenario).
     seed
-        Seeds the design and the surrogate's candidate draws.
-    pause_bound
-        The recommendation's PFC pause time must be below ``pause_bound`` x the defaults'.
-    max_goodput_loss
-        Largest goodput loss against the defaults that is still feasible.
+        Seed of the packet runs.
+    workers, scheduler
+        Sweep-runner fan-out (:func:`tuner.sweep.run_points`): local processes (0 = this
+        process) or a Dask scheduler address.
     """
-    from scipy.interpolate import RBFInterpolator
-    from scipy.stats import qmc
+    d = vendor_defaults()
+    found = list(found or [])
+    if not scenarios:
+        default = CcSetting(d, [], True, 0.0)
+        return CcJobChoice([], found, default, default, [default],
+                           "defaults stand: the job has no congestion point")
+    default = _evaluate(scenarios, [d], seed, workers, scheduler)[0]
+    singles = _evaluate(scenarios, candidates(d, budget), seed, workers, scheduler)
+    pairs = _pairs(default, singles, d, budget - len(singles))
+    evaluated = [default] + singles + _evaluate(scenarios, pairs, seed, workers, scheduler)
+    for s in evaluated:
+        s.accepted = accepted(s, default)
+        s.score = score(s, default)
+    return _choose(scenarios, found, default, evaluated)
 
-    rng = np.random.default_rng(seed)
-    run = (lambda pts: list(executor.map(evaluate_cc, [hot] * len(pts), pts))) if executor \
-        else (lambda pts: [evaluate_cc(hot, p) for p in pts])
-    default = run([vendor_defaults()])[0]
-    bound = pause_bound * default.pause_ns
-    evals: list[CcOutcome] = []
-    first = max(1, min(budget, 2 * batch))
-    design = qmc.LatinHypercube(d=len(SPACE), seed=rng).random(first)
-    evals += run([_from_unit(u) for u in design])
-    if progress:
-        progress(len(evals))
-    while len(evals) < budget:
-        x = np.array([_to_unit(o.params) for o in evals])
-        y = np.array([_merit(o, default, bound, max_goodput_loss) for o in evals])
-        k = min(batch, budget - len(evals))
-        if len(evals) > len(SPACE) + 1:
-            surrogate = RBFInterpolator(x, y, kernel="thin_plate_spline", smoothing=1e-3)
-            cand = np.clip(x[np.argmin(y)] + rng.normal(0, 0.15, (400, len(SPACE))), 0, 1)
-            cand = np.vstack([cand, rng.random((200, len(SPACE)))])
-            picks = cand[np.argsort(surrogate(cand))[:k]]
-        else:  # too few points for the surrogate: perturb the best
-            picks = np.clip(x[np.argmin(y)] + rng.normal(0, 0.2, (k, len(SPACE))), 0, 1)
-        evals += run([_from_unit(u) for u in picks])
-        if progress:
-            progress(len(evals))
-    merits = [_merit(o, default, bound, max_goodput_loss) for o in evals]
-    order = np.argsort(merits, kind="stable")
-    within = [evals[i] for i in order if _ok(evals[i], default, bound, max_goodput_loss)]
-    # second choice: any pause reduction at all (the bound not met within the budget)
-    reduced = [evals[i] for i in order
-               if _ok(evals[i], default, default.pause_ns, max_goodput_loss)
-               and evals[i].pause_ns < default.pause_ns]
-    if within:
-        best, status = within[0], "met the PFC pause bound"
-    elif reduced:
-        best, status = reduced[0], "reduced PFC pause, bound not met within the budget"
+
+def _pairs(default: CcSetting, singles: list[CcSetting], d: dict, room: int) -> list[dict]:
+    """The two best accepted single moves combined (if budget is left and they differ)."""
+    good = sorted((s for s in singles if accepted(s, default)), key=lambda s: score(s, default))
+    if room <= 0 or len(good) < 2:
+        return []
+    a, b = good[0].params, good[1].params
+    moved = {k: a[k] for k in d if a[k] != d[k]} | {k: b[k] for k in d if b[k] != d[k]}
+    if len(moved) < 2:
+        return []
+    return [{**d, **moved}]
+
+
+def _choose(scenarios, found, default: CcSetting, evaluated: list[CcSetting]) -> CcJobChoice:
+    ok = [s for s in evaluated if s.accepted]
+    best_score = min(s.score for s in ok)
+    ties = [s for s in ok if s.score <= best_score + TIE_MARGIN]
+    best = min(ties, key=lambda s: distance(s.params, default.params))
+    if best is default:
+        status = (f"defaults stand: no accepted setting beats them by more than the tie margin "
+                  f"({TIE_MARGIN:.0%} of the score) on the job's {len(scenarios)} congestion point(s)")
     else:
-        best, status = default, "no better setting within the budget: vendor defaults kept"
-    return CcChoice(hot, default, best, bool(within), evals, bound, status)
+        status = (f"changed: no worse than the defaults on every scenario (goodput and p99 FCT "
+                  f"within {ACCEPT_TOL:.0%}), score {default.score:.3f} -> {best.score:.3f}")
+    return CcJobChoice(scenarios, found, default, best, evaluated, status)

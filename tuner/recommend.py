@@ -6,7 +6,7 @@ Steps (each one a library call of ``tuner``):
 1. placement: :func:`tuner.placement.compare_strategies` (topo vs the scheduler's order);
 2. ECMP entropy: :func:`tuner.search.search_qps` on the chosen placement (flow engine);
 3. collectives: :func:`tuner.search.search_collectives` on one DP group (collective model);
-4. congestion control: :func:`tuner.ccsearch.search_cc` on the job's hot spot (packet engine);
+4. congestion control: :func:`tuner.ccsearch.search_job_cc` on the job's own congestion points (packet engine);
 5. retransmit: :func:`tuner.retransmit.recommend_retransmit` from the flap model;
 6. QoS / PFC headroom from the fabric's port speeds and cable lengths (or the probe);
 7. the predicted iteration time with defaults (scheduler order, 1 QP) vs with the placement
@@ -127,7 +127,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     progress
         Optional ``progress(step_name, fraction_done)`` callback.
     """
-    from tuner import ccsearch, placement, retransmit, search
+    from tuner import ccreport, ccsearch, placement, retransmit, search
 
     opts = opts or RecommendOptions()
     say = progress or (lambda *_: None)
@@ -193,17 +193,9 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
                                      "(build plugins/tuner/example, set NCCL_TUNER_PLUGIN)")
 
     say("congestion control", 0.5)
-    # the worst case CC must absorb: the collisions of NCCL's default single QP
-    hot = ccsearch.hot_spot(fabric, job, topo.gpu_of_rank, qps=1, seed=opts.seed)
-    executor = ccsearch.make_executor(opts.scheduler, opts.workers) if opts.budget > 4 else None
-    try:
-        cc = ccsearch.search_cc(hot, budget=opts.budget, executor=executor, seed=opts.seed,
-                                progress=lambda n: say("congestion control",
-                                                       0.5 + 0.3 * n / max(opts.budget, 1)))
-    finally:
-        if executor is not None and hasattr(executor, "shutdown"):
-            executor.shutdown()
-    nic_rp, nic_np, ecn = _cc_settings(cc, settings)
+    # the job's own traffic with the QPs it will run: its congestion points, if any
+    cc = ccreport.run(fabric, job, topo.gpu_of_rank, qp.qps, opts)
+    nic_rp, nic_np, ecn = ccreport.settings_rows(cc, settings)
 
     say("retransmit", 0.85)
     flaps = retransmit.parse_flaps(opts.flaps)
@@ -253,8 +245,8 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "predicted iteration (defaults: scheduler order, 1 QP)": f"{t_def:.4f} s",
         "predicted iteration (placement + QPs recommended)": f"{t_rec:.4f} s "
         f"({(t_def / t_rec - 1) * 100:+.2f}% throughput)",
-        "CC hot spot": hot.source,
-        "CC result": _cc_summary(cc),
+        "CC congestion points": "; ".join(cc.found) or "none (no network collective)",
+        "CC result": ccreport.summary(cc),
     }
     notes = [
         "Iteration times come from netsim.workload.predict with the flow engine's ECMP "
@@ -263,7 +255,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "setting and the tuner CSV are reported on their own rows (their own simulators).",
         f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
         "restart of 600 s in the expected stall (assumption).",
-        f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC hot spot "
+        f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC scenarios "
         f"uses a {ccsearch.BUFFER_PER_PORT_BYTES // 1000} KB/port switch buffer (assumption).",
     ]
     say("done", 1.0)
@@ -273,10 +265,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         details={"placement": {k: v.to_json() for k, v in places.items()},
                  "qps": {"slowdown": qp.slowdown, "cost": qp.cost},
                  "collectives": coll.rows,
-                 "cc": {"hot_spot": hot.__dict__, "default": cc.default.__dict__,
-                        "best": cc.best.__dict__, "feasible": cc.feasible,
-                        "pause_reduction": cc.pause_reduction,
-                        "goodput_change": cc.goodput_change, "evaluations": len(cc.evaluations)},
+                 "cc": ccreport.details(cc),
                  "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
                                 "design_flap_s": rt.design_flap_s,
                                 "default": _rt_json(rt.default), "recommended": _rt_json(rt.recommended)}})
@@ -288,48 +277,6 @@ def _rt_json(r) -> dict:
             "survivable_flap_s": s.survivable_flap_s, "failure_detection_s": s.failure_detection_s,
             "survival_per_flap": r.survival_per_flap, "job_survival": r.job_survival,
             "expected_stall_s": r.expected_stall_s}
-
-
-def _cc_summary(cc) -> str:
-    d, b = cc.default, cc.best
-    return (f"PFC pause {d.pause_ns / 1e3:.1f} -> {b.pause_ns / 1e3:.1f} us "
-            f"({cc.pause_reduction:.0%} less), goodput {d.goodput:.3f} -> {b.goodput:.3f} "
-            f"({cc.goodput_change:+.1%}), tail FCT {d.tail_fct_ns / 1e3:.1f} -> "
-            f"{b.tail_fct_ns / 1e3:.1f} us; {cc.status}")
-
-
-#: search name -> (file section, ConnectX sysfs name)
-_NIC_NAMES = {"rpg_time_reset_us": ("roce_rp", "rpg_time_reset"),
-              "rpg_byte_reset_bytes": ("roce_rp", "rpg_byte_reset"),
-              "rpg_ai_rate_mbps": ("roce_rp", "rpg_ai_rate"),
-              "rpg_hai_rate_mbps": ("roce_rp", "rpg_hai_rate"),
-              "dce_tcp_g": ("roce_rp", "dce_tcp_g"),
-              "min_time_between_cnps_us": ("roce_np", "min_time_between_cnps")}
-
-
-def _cc_settings(cc, settings: list[Setting]) -> tuple[dict, dict, dict]:
-    """NIC and switch rows of the report, and the values of nic_dcqcn.conf / switch_qos.yaml."""
-    from tuner.ccsearch import to_engine
-
-    d, b = cc.default.params, cc.best.params
-    effect = _cc_summary(cc) + f" on the hot spot ({cc.hot.source})"
-    rp, np_ = {}, {"cnp_dscp": CNP_DSCP, "cnp_802p_prio": CNP_PRIO}
-    for i, (key, (section, name)) in enumerate(_NIC_NAMES.items()):
-        (rp if section == "roce_rp" else np_)[name] = int(b[key])
-        settings.append(Setting(f"{section}/{name}", "nic", int(d[key]), int(b[key]),
-                                "packet-engine DCQCN search (goodput, tail FCT, PFC pause bound)",
-                                effect if i == 0 else "joint with roce_rp/rpg_time_reset"))
-    dcfg, bcfg = to_engine(d)[0], to_engine(b)[0]
-    ecn = {"kmin_bytes": bcfg["ecn_kmin_bytes"], "kmax_bytes": bcfg["ecn_kmax_bytes"],
-           "pmax": round(bcfg["ecn_pmax"], 4)}
-    for key, name in (("ecn_kmin_bytes", "ECN Kmin (bytes)"), ("ecn_kmax_bytes", "ECN Kmax (bytes)"),
-                      ("ecn_pmax", "ECN Pmax")):
-        dv, bv = dcfg[key], bcfg[key]
-        settings.append(Setting(name, "switch", dv if key != "ecn_pmax" else round(dv, 4),
-                                bv if key != "ecn_pmax" else round(bv, 4),
-                                "packet-engine DCQCN search on the RoCE class",
-                                "joint with roce_rp/rpg_time_reset"))
-    return rp, np_, ecn
 
 
 def write_outputs(rec: Recommendation, outdir: Path) -> list[Path]:

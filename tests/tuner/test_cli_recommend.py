@@ -52,7 +52,7 @@ def test_bad_input_is_one_line_exit_2(argv, needle, capsys) -> None:
 def test_dask_executor_needs_the_extra(monkeypatch) -> None:
     import builtins
 
-    from tuner.ccsearch import make_executor
+    from tuner.ccsearch import HotSpot, search_job_cc
 
     real = builtins.__import__
 
@@ -62,8 +62,9 @@ def test_dask_executor_needs_the_extra(monkeypatch) -> None:
         return real(name, *a, **k)
 
     monkeypatch.setattr(builtins, "__import__", no_dask)
-    with pytest.raises(ValueError, match="dist"):
-        make_executor("tcp://127.0.0.1:8786")
+    hot = HotSpot("collision", 2, 400.0, 400.0, 100_000, 3_000_000, "test")
+    with pytest.raises(ValueError, match="dist"):  # the CC grid fans out through tuner.sweep
+        search_job_cc([hot], scheduler="tcp://127.0.0.1:8786")
 
 
 @pytest.mark.slow

@@ -1,0 +1,104 @@
+"""The congestion-control part of ``netsim recommend``: run the search, explain every value.
+
+Every NIC DCQCN and switch ECN value written to ``nic_dcqcn.conf`` / ``switch_qos.yaml`` gets
+a report row saying why it has that value: the defaults stand because the job has no
+congestion point (and what the flow engine found on each collective's hottest link), or the
+search kept it / moved it, with the effect on every scenario of the job's traffic.
+"""
+
+from __future__ import annotations
+
+from tuner import ccsearch
+from tuner.render import Setting
+
+#: search name -> (file section, ConnectX sysfs name)
+NIC_NAMES = {"rpg_time_reset_us": ("roce_rp", "rpg_time_reset"),
+             "rpg_byte_reset_bytes": ("roce_rp", "rpg_byte_reset"),
+             "rpg_ai_rate_mbps": ("roce_rp", "rpg_ai_rate"),
+             "rpg_hai_rate_mbps": ("roce_rp", "rpg_hai_rate"),
+             "dce_tcp_g": ("roce_rp", "dce_tcp_g"),
+             "min_time_between_cnps_us": ("roce_np", "min_time_between_cnps")}
+ECN_NAMES = (("ecn_kmin_bytes", "ECN Kmin (bytes)"), ("ecn_kmax_bytes", "ECN Kmax (bytes)"),
+             ("ecn_pmax", "ECN Pmax"))
+
+
+def run(fabric, job, gpu_of_rank, qps: int, opts, progress=None) -> ccsearch.CcJobChoice:
+    """Scenarios of the job's own traffic (with the QPs it will use), then the search."""
+    scenarios, found = ccsearch.job_scenarios(fabric, job, gpu_of_rank, qps=qps, seed=opts.seed)
+    if progress:
+        progress(len(scenarios))
+    workers = opts.workers if opts.workers is not None else (0 if opts.scheduler is None else None)
+    return ccsearch.search_job_cc(scenarios, found, budget=opts.budget, seed=opts.seed,
+                                  workers=workers, scheduler=opts.scheduler)
+
+
+def effect_text(cc: ccsearch.CcJobChoice) -> str:
+    """One line per scenario: goodput, p99 FCT and PFC pause time, defaults -> choice."""
+    if not cc.scenarios:
+        return "no packet run needed: nothing queues on the RoCE class"
+    parts = []
+    for e in cc.effects():
+        parts.append(f"{e['scenario']}: goodput {e['goodput_default']:.3f} -> {e['goodput']:.3f}, "
+                     f"p99 FCT {e['p99_fct_us_default']:.1f} -> {e['p99_fct_us']:.1f} us, "
+                     f"PFC pause {e['pause_us_default']:.1f} -> {e['pause_us']:.1f} us")
+    return "; ".join(parts)
+
+
+def why_text(cc: ccsearch.CcJobChoice, key: str) -> str:
+    """Why parameter *key* has its recommended value."""
+    if not cc.scenarios:
+        return ("vendor default kept: the job has no congestion point (flow engine, steady "
+                "state, with the recommended QPs: " + "; ".join(cc.found) + "), so no queue "
+                "builds past ECN Kmin, DCQCN does not act and no setting changes the job "
+                "(start-up bursts are not modelled)")
+    n = len(cc.evaluated) - 1
+    if key in cc.changed:
+        return (f"moved by the search of {n} settings on the job's {len(cc.scenarios)} "
+                f"congestion point(s): {cc.status}")
+    return (f"vendor default kept: {cc.status}" if not cc.changed else
+            f"vendor default kept: the chosen setting moves only {', '.join(cc.changed)}")
+
+
+def settings_rows(cc: ccsearch.CcJobChoice, rows: list[Setting]) -> tuple[dict, dict, dict]:
+    """Append the NIC and switch rows to *rows*; return nic_rp, nic_np and ecn values."""
+    from tuner.recommend import CNP_DSCP, CNP_PRIO
+
+    d, b = cc.default.params, cc.best.params
+    effect = effect_text(cc)
+    rp, np_ = {}, {"cnp_dscp": CNP_DSCP, "cnp_802p_prio": CNP_PRIO}
+    for key, (section, name) in NIC_NAMES.items():
+        (rp if section == "roce_rp" else np_)[name] = _firmware(b[key])
+        rows.append(Setting(f"{section}/{name}", "nic", _firmware(d[key]), _firmware(b[key]),
+                            why_text(cc, key), effect))
+    dcfg, bcfg = ccsearch.to_engine(d)[0], ccsearch.to_engine(b)[0]
+    ecn = {"kmin_bytes": bcfg["ecn_kmin_bytes"], "kmax_bytes": bcfg["ecn_kmax_bytes"],
+           "pmax": round(bcfg["ecn_pmax"], 4)}
+    for key, name in ECN_NAMES:
+        src = "ecn_kmax_ratio" if key == "ecn_kmax_bytes" else key
+        dv, bv = dcfg[key], bcfg[key]
+        if key == "ecn_pmax":
+            dv, bv = round(dv, 4), round(bv, 4)
+        rows.append(Setting(name, "switch", dv, bv, why_text(cc, src), effect))
+    return rp, np_, ecn
+
+
+def _firmware(v):
+    """Firmware takes integers: an integral float prints as an int."""
+    f = float(v)
+    return int(f) if f.is_integer() else f
+
+
+def summary(cc: ccsearch.CcJobChoice) -> str:
+    """The report's one-line CC result."""
+    moved = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in cc.changed.items()) or "none"
+    return f"{cc.status}; changed: {moved}; {effect_text(cc)}"
+
+
+def details(cc: ccsearch.CcJobChoice) -> dict:
+    """The JSON details of the CC search."""
+    return {"found": cc.found, "scenarios": [h.__dict__ for h in cc.scenarios],
+            "status": cc.status, "default": cc.default.params, "chosen": cc.best.params,
+            "changed": {k: list(v) for k, v in cc.changed.items()}, "effects": cc.effects(),
+            "evaluated": [{"params": s.params, "accepted": s.accepted, "score": s.score}
+                          for s in cc.evaluated],
+            "accept_tolerance": ccsearch.ACCEPT_TOL, "tie_margin": ccsearch.TIE_MARGIN}
