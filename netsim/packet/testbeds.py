@@ -69,11 +69,14 @@ class ShortestPathRouter:
         """The same router on the fabric minus the cables of the *dead* directed links."""
         r = ShortestPathRouter(self.fabric, self.seed)
         g = self.fabric.graph.copy()
+        dead = set(dead)
+        # a dead directed link takes its cable down: both directions go (each once: the
+        # reverse direction may be listed as dead too)
         for u, v, lid in list(g.edges(data="link_id")):
-            if lid in set(dead):
-                g.remove_edge(u, v)
-                if g.has_edge(v, u):
-                    g.remove_edge(v, u)
+            if lid in dead:
+                for a, b in ((u, v), (v, u)):
+                    if g.has_edge(a, b):
+                        g.remove_edge(a, b)
         r._graph = g
         return r
 
