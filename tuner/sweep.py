@@ -215,11 +215,12 @@ def dask_client(workers: int | None = None, scheduler: str | None = None):
     import dask
 
     n = workers or os.cpu_count() or 1
-    # generous timeouts: worker processes start slowly on a loaded machine (shared CI cores)
+    # no fixed dashboard port (":8787" by default, taken when another cluster runs; None
+    # does not turn it off); generous timeouts: worker processes start slowly on a loaded machine (shared CI cores)
     with dask.config.set({"distributed.comm.timeouts.connect": "120s",
                           "distributed.comm.timeouts.tcp": "120s"}), \
             distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=logging.CRITICAL) as cluster, \
+                                  dashboard_address="127.0.0.1:0", silence_logs=logging.CRITICAL) as cluster, \
             distributed.Client(cluster) as client:
         yield client
 
