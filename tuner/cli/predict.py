@@ -28,7 +28,7 @@ def register(sub) -> argparse.ArgumentParser:
         description="Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
         "communication on the fabric) of a GPT model. Flags override the model preset.",
     )
-    p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec); flags win")
+    p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec) or packaged job name; flags win")
     p.add_argument("--model", default=None,
                    help="model preset (gpt3-175b default, llama3-405b, deepseek-v3, ...) or a "
                    "transformers config.json path")
@@ -74,11 +74,10 @@ def _job_from_args(args: argparse.Namespace):
     from netsim.workload import JobSpec, Overlap
 
     data: dict = {}
-    if args.job:
-        import yaml
+    if args.job:  # a file, or a packaged job name (tuner/jobs)
+        from tuner.jobs import read_job_dict
 
-        with open(args.job) as fh:
-            data = dict(yaml.safe_load(fh) or {})
+        data = dict(read_job_dict(args.job))
     flags = {"model": args.model, "gpu": args.gpu, "gpus": args.gpus, "tp": args.tp,
              "pp": args.pp, "dp": args.dp, "global_batch": args.global_batch,
              "micro_batch": args.micro_batch, "seq": args.seq, "vocab": args.vocab,
