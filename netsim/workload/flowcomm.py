@@ -195,16 +195,23 @@ class FlowCommModel:
         return op in ("sendrecv", "alltoall") or (
             op != "broadcast" and self.nccl.algo in ("ring", "hierarchical"))
 
-    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> _Built:
+    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray,
+               together: bool | None = None) -> _Built:
         """Commodities of every call, as ``netsim.collectives.simulate_calls`` makes them
-        (cached per op and groups; per size too where bytes are not proportional to it)."""
+        (cached per op and groups; per size too where bytes are not proportional to it).
+        ``together``: an all-to-all call as one lockstep commodity (default for all-to-all;
+        ``False`` keeps one commodity per connection, as max-min fairness against other
+        traffic needs)."""
         linear = self._linear(op)
-        key = (op, groups.tobytes(), groups.shape) + (() if linear else (sizes.tobytes(),))
+        together = (op == "alltoall") if together is None else together
+        key = (op, groups.tobytes(), groups.shape, together) + (
+            () if linear else (sizes.tobytes(),))
         if key not in self._built:
-            self._built[key] = self._construct(op, groups, sizes, linear)
+            self._built[key] = self._construct(op, groups, sizes, linear, together)
         return self._built[key]
 
-    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool) -> _Built:
+    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool,
+                   together: bool = False) -> _Built:
         from netsim.flow.maxmin import Incidence
         from topologies.units import s_to_ps
 
@@ -230,8 +237,8 @@ class FlowCommModel:
                     latency[calls] += ph.latency_s + extra
                     com, link, weight, bits, per_call = _replicate(
                         paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed,
-                        together=op == "alltoall")
-                    lockstep &= bool((ph.group >= 0).all()) or op == "alltoall"
+                        together=together)
+                    lockstep &= bool((ph.group >= 0).all()) or together
                     parts["flow"].append(ncomm + com)
                     parts["link"].append(link)
                     parts["weight"].append(weight)
