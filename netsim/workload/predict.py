@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from netsim.hardware import HardwareProfile, get_hardware
+from netsim.workload import layout
 from netsim.workload.comm import (
     AnalyticCommModel,
     CommBatch,
@@ -34,7 +35,6 @@ from netsim.workload.comm import (
     fabric_locality,
     synthetic_locality,
 )
-from netsim.workload import layout
 from netsim.workload.compute import (
     ComputeModel,
     RooflineCompute,
