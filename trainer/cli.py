@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         device = resolve_device(cfg.device, local_rank)
         par = cfg.parallel
-        mesh = build_mesh(Layout(par.tp, par.dp, par.pp, par.order), rank)
+        mesh = build_mesh(Layout(par.tp, par.dp, par.pp, par.order, par.cp, par.ep), rank)
         trainer = Trainer(cfg, mesh, device, host=host, local_rank=local_rank)
         if cfg.load_dir:
             trainer.load(cfg.load_dir)
