@@ -141,6 +141,23 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "gpt3-175b": dict(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200),
     # tiny-moe: the CPU test model of the GQA / SwiGLU / MoE / CP parity checks: two KV heads,
     # a gated FFN, a dense first block and a 4-expert top-2 second block
+    # Today's shapes, from the models' published config.json (Hugging Face repos
+    # meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B, meta-llama/Llama-3.1-405B,
+    # mistralai/Mixtral-8x7B-v0.1, deepseek-ai/DeepSeek-V3; Llama 3 also Dubey et al. 2024,
+    # Table 3). seq is the pre-training length: 8192 (Llama 3, section 3.4.1), 32768 (Mixtral,
+    # Jiang et al. 2024, section 2), 4096 (DeepSeek-V3, arXiv:2412.19437 section 4.2).
+    # DeepSeek-V3's multi-head latent attention is run as plain multi-head attention.
+    "llama3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                      vocab=128256, seq=8192, tied=False, ffn="gated"),
+    "llama3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
+                       vocab=128256, seq=8192, tied=False, ffn="gated"),
+    "llama3-405b": dict(layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
+                        vocab=128256, seq=8192, tied=False, ffn="gated"),
+    "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                         vocab=32000, seq=32768, tied=False, ffn="gated", experts=8, top_k=2),
+    "deepseek-v3": dict(layers=61, hidden=7168, heads=128, kv_heads=128, ffn_hidden=18432,
+                        vocab=129280, seq=4096, tied=False, ffn="gated", experts=256, top_k=8,
+                        moe_ffn_hidden=2048, shared_experts=1, first_dense_layers=3),
     "tiny-moe": dict(layers=2, hidden=32, heads=4, kv_heads=2, seq=16, vocab=64, ffn="gated",
                      ffn_hidden=48, experts=4, top_k=2, moe_ffn_hidden=24, first_dense_layers=1),
 }
@@ -308,7 +325,8 @@ class TrainConfig:
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     """Build a :class:`TrainConfig` from a plain dict (the YAML/JSON file layout).
 
-    ``model`` may be a preset name or a mapping (optionally with ``preset`` plus overrides).
+    ``model`` may be a preset name, a transformers config.json path, or a mapping (optionally
+    with ``preset`` plus overrides).
     """
     data = dict(data)
     unknown = set(data) - {f.name for f in dataclasses.fields(TrainConfig)}
@@ -316,7 +334,9 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         raise ValueError(f"unknown config keys {sorted(unknown)}: valid keys are the TrainConfig fields")
     model = data.pop("model", "tiny")
     if isinstance(model, str):
-        model = preset(model)
+        from trainer.hf_config import is_config_path, load_hf_config
+
+        model = load_hf_config(model) if is_config_path(model) else preset(model)
     elif isinstance(model, dict):
         m = dict(model)
         model = preset(m.pop("preset"), **m) if "preset" in m else ModelConfig(**m)
