@@ -68,7 +68,7 @@ class Calibration:
 
     compute: dict[str, Fit] = field(default_factory=dict)
     comm: dict[str, Fit] = field(default_factory=dict)
-    """Keyed ``"op/scope"`` (all calls) and ``"op/scope/kind"`` (tp, pp or dp calls only)."""
+    """Keyed ``"op/scope"`` (all calls) and ``"op/scope/kind"`` (tp, pp, dp, ep or cp calls only)."""
     sources: list[str] = field(default_factory=list)
     world_size: int = 1
     """Largest world of the traces (ranks per host when all ran on one host)."""
@@ -421,7 +421,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
     for (op, scope, size, n, kind), ts in mpts.items():
         point = (size * bus_factor(op, n), float(np.median(ts)))
         grouped[f"{op}/{scope}"].append(point)
-        if kind in ("tp", "pp", "dp"):  # the same op behaves differently per kind (waits)
+        if kind in ("tp", "pp", "dp", "ep", "cp"):  # the same op behaves differently per kind
             grouped[f"{op}/{scope}/{kind}"].append(point)
     for key, pts in grouped.items():
         x, t = np.array(pts).T
