@@ -237,3 +237,15 @@ def test_cli_config_json_with_ep_matches_selfcheck(selfcheck_modern, python, sub
     assert summary["model"]["name"] == "hf/tiny-moe" and summary["ep"] == 2
     assert summary["losses"] == pytest.approx(res["m_ep2"]["losses"], rel=FLOAT64_TOL)
     assert '"kind": "ep"' in (trace / "trace-rank0.jsonl").read_text()
+
+
+def test_calibrate_fits_the_ep_and_cp_collectives(selfcheck_modern):
+    """``netsim calibrate`` reads the new records: all-to-all and the ep/cp kinds get fits."""
+    from netsim.calibration import fit_calibration
+    from netsim.traces import read_trace_dir
+
+    _, out = selfcheck_modern
+    cal = fit_calibration([read_trace_dir(out / c) for c in ("m_ep2", "m_cp2")])
+    for key in ("all_to_all/server", "all_to_all/server/ep", "send/server/cp"):
+        assert key in cal.comm, sorted(cal.comm)
+    assert cal.comm["all_to_all/server/ep"].points >= 3  # counts, dispatch, combine sizes
