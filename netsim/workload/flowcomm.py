@@ -229,8 +229,9 @@ class FlowCommModel:
                     parts["ph_call"].append(calls)
                     latency[calls] += ph.latency_s + extra
                     com, link, weight, bits, per_call = _replicate(
-                        paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed)
-                    lockstep &= bool((ph.group >= 0).all())
+                        paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed,
+                        together=op == "alltoall")
+                    lockstep &= bool((ph.group >= 0).all()) or op == "alltoall"
                     parts["flow"].append(ncomm + com)
                     parts["link"].append(link)
                     parts["weight"].append(weight)
@@ -299,23 +300,25 @@ class _Mapped:
         return self.plan.phases
 
 
-def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
+def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed, together: bool = False):
     """Commodities of phase ``ph`` (built for ``rep_gpus``) for every group of ``groups``.
 
     Mirrors ``netsim.collectives.runner._add_phase`` call by call: the same connections, QP
     numbers (keyed by the communicator), paths, weights and bytes. Returns per entry the
     commodity (numbered from 0 for this block, call-major) and link, its weight, the bits of
     every commodity, and the commodities per call.
+
+    ``together`` (all-to-all): the call's connections are one lockstep commodity, each
+    connection carrying its share of the call's bytes, so that all peers finish together as
+    NCCL's grouped sends of one all-to-all do; the steady allocation then prices a call by its
+    most loaded link instead of by its largest connection at the all-active rate (which the
+    fluid run would let speed up as the others finish).
     """
     from netsim.flow.qp import connection_qpn, udp_sport
 
     ng = len(groups)
-    rank_of = {int(g): i for i, g in enumerate(rep_gpus.tolist())}
-    s_rank = np.array([rank_of[int(x)] for x in ph.src], np.int64)
-    d_rank = np.array([rank_of[int(x)] for x in ph.dst], np.int64)
-    src = groups[:, s_rank].ravel()
-    dst = groups[:, d_rank].ravel()
     gps = int(paths.fabric.gpus_per_server)
+    src, dst = _member_columns(paths, rep_gpus, ph.src, ph.dst, groups, gps)
     proxied = ph.via != ph.src
     if cfg.pxn:
         via_calc = np.where(paths.gpu_server[ph.src] == paths.gpu_server[ph.dst], ph.src,
@@ -347,6 +350,12 @@ def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
         gbytes = np.zeros(ncom)
         gbytes[group] = ph.bytes
         bits = np.tile(gbytes * ph.fill_scale * 8 / eff, ng)
+    elif together:
+        total = float(np.sum(ph.bytes))
+        ncom = 1
+        com = call
+        weight = (byt[conn] / nq[conn]) / total
+        bits = np.full(ng, total * 8 / eff)
     else:
         ncom = int(np.sum(np.where(paths.gpu_server[ph.via] != paths.gpu_server[ph.dst], q, 1)))
         com = np.arange(len(conn))
@@ -354,6 +363,35 @@ def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
         bits = (byt[conn] / nq[conn]) * 8 / eff
     lens = np.diff(indptr)
     return np.repeat(com, lens), links, np.repeat(weight, lens), bits, ncom
+
+
+def _member_columns(paths, rep_gpus, src_t, dst_t, groups, gps):
+    """Source and destination GPUs of every connection of a template plan (built for
+    ``rep_gpus``) in every group, flattened call-major.
+
+    A template end that is not a member is a PXN relay (an all-to-all's aggregated
+    connection leaves from the GPU of the sender's server with the receiver's local index):
+    it maps to the same server as the member it shares a server with, at the local index of
+    the connection's other end.
+    """
+    rank_of = {int(g): i for i, g in enumerate(rep_gpus.tolist())}
+    srv_member = {}
+    for i, g in enumerate(rep_gpus.tolist()):
+        srv_member.setdefault(int(paths.gpu_server[g]), i)
+    known_s = np.array([int(x) in rank_of for x in src_t])
+    known_d = np.array([int(x) in rank_of for x in dst_t])
+    if not (known_s | known_d).all():
+        raise ValueError("plan connection between two non-members: cannot replicate")
+    s_rank = np.array([rank_of.get(int(x), 0) for x in src_t], np.int64)
+    d_rank = np.array([rank_of.get(int(x), 0) for x in dst_t], np.int64)
+    src, dst = groups[:, s_rank], groups[:, d_rank]
+    for cols, known, ends, other in ((src, known_s, src_t, dst), (dst, known_d, dst_t, src)):
+        for j in np.flatnonzero(~known):
+            host = srv_member.get(int(paths.gpu_server[int(ends[j])]))
+            if host is None:
+                raise ValueError("plan relay on a server without members: cannot replicate")
+            cols[:, j] = paths.gpu_server[groups[:, host]] * gps + paths.gpu_local[other[:, j]]
+    return src.ravel(), dst.ravel()
 
 
 def _drop_dominated(inc, capacity: np.ndarray):
