@@ -249,3 +249,24 @@ def test_calibrate_fits_the_ep_and_cp_collectives(selfcheck_modern):
     for key in ("all_to_all/server", "all_to_all/server/ep", "send/server/cp"):
         assert key in cal.comm, sorted(cal.comm)
     assert cal.comm["all_to_all/server/ep"].points >= 3  # counts, dispatch, combine sizes
+
+
+def test_job_from_a_modern_trace_predicts_cp_and_ep(selfcheck_modern):
+    """The predictor reads the trace's cp, ep and model shape and prices their traffic. (tp x ep
+    traces are not predicted: the predictor requires sequence parallelism with tp > 1 and
+    ep > 1, Megatron-Core's rule, and the trainer has none.)"""
+    from netsim.calibration import fit_calibration, job_from_trace
+    from netsim.traces import read_trace_dir
+    from netsim.workload import predict
+
+    _, out = selfcheck_modern
+    for case, degrees, kind in (("m_ep2", (1, 1, 2, 2, 1), "ep"),
+                                ("m_cp2_pp2", (1, 2, 1, 1, 2), "cp")):
+        run = read_trace_dir(out / case)
+        job = job_from_trace(run)
+        assert (job.tp, job.cp, job.ep, job.dp, job.pp) == degrees
+        m = job.model_config()
+        assert (m.experts, m.top_k, m.kv, m.gated, m.num_moe_layers) == (4, 2, 2, True, 1)
+        cal = fit_calibration([run])
+        pred = predict(job, hardware=cal.hardware(), calibration=cal)
+        assert pred.iteration_s > 0 and pred.comm_s[kind] > 0
