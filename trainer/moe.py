@@ -21,6 +21,8 @@ parameters over the expert-data-parallel x context group with the same 1/(dp x c
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -42,7 +44,7 @@ def all_to_all(comm: Comm, inp: torch.Tensor, in_splits: list[int], out_splits: 
     exchanges its rows with isend/irecv (``impl`` = ``isend/irecv``), the same traffic.
     """
     inp = inp.contiguous()
-    row = inp[0].numel() * inp.element_size() if inp.dim() > 1 else inp.element_size()
+    row = math.prod(inp.shape[1:]) * inp.element_size()  # bytes of one row (inp may be empty)
     out = inp.new_empty((sum(out_splits),) + tuple(inp.shape[1:]))
     extra = {"send_bytes": [n * row for n in in_splits], "name": name}
     if "all_to_all" not in comm.fallbacks:

@@ -96,7 +96,20 @@ def modern_cases(steps: int, out: Path) -> list[Case]:
     ]
 
 
-SUITES = {"base": default_cases, "modern": modern_cases}
+def modern_slow_cases(steps: int, out: Path) -> list[Case]:
+    """Larger rings and expert groups (the slow tests): cp4 and ep4 (one expert per rank),
+    cp2 x pp2 x dp2 x ep2, tp2 x cp2, against the single process."""
+    m = dict(model="tiny-moe", extra={"lr": MODERN_LR})
+    return [
+        Case("m_cp4", 0, [0, 1, 2, 3], cp=4, **m),
+        Case("m_ep4", 0, [4, 5, 6, 7], dp=4, ep=4, **m),
+        Case("m_cp2_pp2_dp2_ep2", 1, list(range(8)), cp=2, pp=2, dp=2, ep=2, **m),
+        Case("m_single", 2, [0], **m),
+        Case("m_tp2_cp2", 2, [4, 5, 6, 7], tp=2, cp=2, **m),
+    ]
+
+
+SUITES = {"base": default_cases, "modern": modern_cases, "modern_slow": modern_slow_cases}
 
 
 def case_config(case: Case, steps: int, dtype: str, out: Path):
@@ -163,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     ref = ({"single": res["single"]["losses"], "single_untied": res["single_untied"]["losses"]}
            if args.suite == "base" else {"single": res["m_single"]["losses"]})
+    ref["single_untied"] = ref.get("single_untied", ref["single"])
     for name, s in res.items():
         base = ref["single_untied" if "untied" in name else "single"]
         if name.startswith("resume_second"):

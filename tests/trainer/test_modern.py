@@ -270,3 +270,16 @@ def test_job_from_a_modern_trace_predicts_cp_and_ep(selfcheck_modern):
         cal = fit_calibration([run])
         pred = predict(job, hardware=cal.hardware(), calibration=cal)
         assert pred.iteration_s > 0 and pred.comm_s[kind] > 0
+
+
+@pytest.mark.slow
+def test_larger_rings_and_expert_groups_match_single_process(tmp_path):
+    """cp4 (a ring of four: multi-hop key/value and gradient passing), ep4, cp2 x pp2 x dp2 x
+    ep2 and tp2 x cp2: one more 8-process launch, so marked slow."""
+    from trainer.selfcheck import run_selfcheck
+
+    res = run_selfcheck(tmp_path, steps=3, dtype="float64", suite="modern_slow")
+    ref = res["m_single"]["losses"]
+    for case in ("m_cp4", "m_ep4", "m_cp2_pp2_dp2_ep2", "m_tp2_cp2"):
+        for a, b in zip(res[case]["losses"], ref, strict=True):
+            assert abs(a - b) <= FLOAT64_TOL * abs(b), (case, res[case]["losses"], ref)
