@@ -386,7 +386,8 @@ def _stage_params(run: TraceRun, model: ModelConfig, stage: int) -> float:
 def _comm_points(run: TraceRun, skip: int, tl: HostTimeline,
                  comm_weight: float) -> dict[tuple, list[float]]:
     """Per (op, scope, size, n, kind): call durations (dedicated-core CPU with a host model)."""
-    host = {r.meta.get("world_rank", r.meta["rank"]): r.meta.get("host", "") for r in run.ranks}
+    # groups list layout ranks (meta "rank"), which differ from torch ranks under a placement
+    host = {r.meta["rank"]: r.meta.get("host", "") for r in run.ranks}
     out: dict[tuple, list[float]] = defaultdict(list)
     for i, rank in enumerate(run.ranks):
         for c in rank.collectives:
