@@ -182,13 +182,13 @@ def job_from_trace(run: TraceRun) -> JobSpec:
     meta = run.meta
     model = model_of(meta)
     MODELS.setdefault(model.name, model)
-    fp32 = meta.get("dtype", "float32") == "float32"
+    elem = {"float64": 8, "float32": 4}.get(meta.get("dtype", "float32"), 2)
     overlapped = any(c.get("overlapped") and c["kind"] == "dp"
                      for r in run.ranks for c in r.collectives)
     return JobSpec(model=model.name, tp=meta["tp"], pp=meta["pp"], dp=meta["dp"],
                    cp=meta.get("cp", 1), ep=meta.get("ep", 1),
                    global_batch=meta["global_batch"], micro_batch=meta["micro_batch_size"],
-                   act_bytes=4 if fp32 else 2, grad_bytes=4, scatter_gather=False,
+                   act_bytes=elem, grad_bytes=max(4, elem), scatter_gather=False,
                    distributed_optimizer=meta.get("dp_reduce") == "reduce_scatter",
                    overlap=Overlap(dp_grad_reduce=overlapped))
 

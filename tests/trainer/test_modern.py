@@ -283,3 +283,30 @@ def test_larger_rings_and_expert_groups_match_single_process(tmp_path):
     for case in ("m_cp4", "m_ep4", "m_cp2_pp2_dp2_ep2", "m_tp2_cp2"):
         for a, b in zip(res[case]["losses"], ref, strict=True):
             assert abs(a - b) <= FLOAT64_TOL * abs(b), (case, res[case]["losses"], ref)
+
+
+@pytest.mark.parametrize("case", ["m_cp2", "m_ep2", "m_cp2_pp2", "m_dp4_ep2"])
+def test_host_model_counts_cp_and_ep_calls_as_the_trainer_makes_them(selfcheck_modern, case):
+    """The CPU host model's ring-attention and all-to-all messages and bus bytes per
+    rank-iteration equal those in the traces (``netsim.workload.host._cp_ep_calls``)."""
+    from netsim.calibration import job_from_trace
+    from netsim.traces import read_trace_dir
+    from netsim.workload.comm import bus_factor, ring_steps
+    from netsim.workload.host import _cp_ep_calls
+
+    _, out = selfcheck_modern
+    run = read_trace_dir(out / case)
+    job = job_from_trace(run)
+    model = job.model_config()
+    got_bus = want_bus_total = 0.0
+    for rank in run.ranks:
+        calls = [c for c in rank.collectives if c["step"] == 1 and c["kind"] in ("cp", "ep")
+                 and c.get("name") != "counts"]  # the 8-byte-per-expert counts: messages only
+        n_counts = sum(1 for c in rank.collectives if c["step"] == 1 and c.get("name") == "counts")
+        msgs = sum(ring_steps(c["op"], len(c["group"])) for c in calls) + n_counts
+        want_msgs, want_bus = _cp_ep_calls(job, model, rank.meta["pp_rank"])
+        assert msgs == want_msgs
+        got_bus += sum(c["bytes"] * bus_factor(c["op"], len(c["group"])) for c in calls)
+        want_bus_total += want_bus
+    # a rank's combine bytes depend on routing; over all ranks they add up to the model's
+    assert got_bus == pytest.approx(want_bus_total, rel=1e-12)
