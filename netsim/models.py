@@ -265,6 +265,10 @@ MODELS: dict[str, ModelConfig] = {
                     vocab=64000),
         ModelConfig(name="megascale-530b", layers=105, hidden=20480, heads=160, seq=2048,
                     vocab=64000),
+        # OPT-175B (Zhang et al. 2022, arXiv:2205.01068, Table 1: 96 layers, 96 heads, d_model
+        # 12,288; sequence 2,048; GPT-2 BPE as in the released OPT configs, vocab_size 50,272;
+        # learned positions, tied embeddings, ReLU MLP of 4 d_model): trained with FSDP + TP.
+        ModelConfig(name="opt-175b", layers=96, hidden=12288, heads=96, seq=2048, vocab=50272),
         # Tiny shapes for tests and the CPU trainer.
         ModelConfig(name="tiny", layers=4, hidden=64, heads=4, seq=32, vocab=256),
     )

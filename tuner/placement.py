@@ -85,7 +85,8 @@ def job_traffic(job) -> TrafficEdges:
 
     * DP: ring all-reduce of the stage's gradient shard, each rank sending
       ``2 (n-1)/n x G`` to its ring successor, ``G = params/(tp pp) x grad_bytes``
-      (nccl-tests ring all-reduce, nccl-roce.md 2.1), over the ``cp x dp`` replicas;
+      (nccl-tests ring all-reduce, nccl-roce.md 2.1), over the ``cp x dp`` replicas; routed
+      experts (``1/ep`` of them per rank) over the expert-data-parallel group;
     * PP: per micro-batch one activation forward and one gradient backward of
       ``b s h x 2 bytes`` (``/ tp`` with scatter-gather, Narayanan et al. 2021 section 4.1);
     * TP: ring all-reduces, 4 per layer per micro-batch of ``b s h x 2`` bytes (2 forward,
@@ -106,10 +107,16 @@ def job_traffic(job) -> TrafficEdges:
     act = job.micro_batch * m.seq // job.cp * m.hidden * 2
     layers = m.layers / job.pp
     parts = []
+    experts = m.num_moe_layers * m.expert_params()
     if reps > 1:
-        g = m.params() / (job.tp * job.pp) * job.grad_bytes
+        g = (m.params() - experts) / (job.tp * job.pp) * job.grad_bytes
         s, d = _ring(grid.transpose(0, 2, 1).reshape(-1, reps))
         parts.append((s, d, 2 * (reps - 1) / reps * g, "dp"))
+    if experts and job.expert_dp > 1:  # experts: reduced over the expert-data-parallel group
+        g = experts / (job.tp * job.ep * job.pp) * job.grad_bytes
+        edp = np.concatenate([split_replicas(job, grid4, q, job.ep)[1] for q in range(job.pp)])
+        s, d = _ring(edp)
+        parts.append((s, d, 2 * (job.expert_dp - 1) / job.expert_dp * g, "dp"))
     if job.pp > 1:
         per_dir = act / (job.tp if job.scatter_gather else 1) * job.micro_batches
         a, b = grid[:-1].ravel(), grid[1:].ravel()
@@ -177,8 +184,11 @@ def measure(gpu_of_rank: np.ndarray, traffic: TrafficEdges, loc: GpuLocality) ->
     """Cross-ToR bytes, cross-pod bytes and hop-weighted cost of a placement."""
     a, b = gpu_of_rank[traffic.src], gpu_of_rank[traffic.dst]
     net = loc.server[a] != loc.server[b]
-    cross_tor = net & (loc.tor[a] != loc.tor[b])
-    cross_pod = net & (loc.pod[a] != loc.pod[b])
+    # NCCL's PXN (default): data leaves through the sender's server's NIC on the receiver's
+    # rail, so a pair crosses ToRs only when that NIC's ToR is not the receiver's
+    relay = loc.server[a] * loc.gpus_per_server + b % loc.gpus_per_server
+    cross_tor = net & (loc.tor[relay] != loc.tor[b])
+    cross_pod = net & (loc.pod[relay] != loc.pod[b])
     return {"cross_tor_bytes": float(traffic.bytes_[cross_tor].sum()),
             "cross_pod_bytes": float(traffic.bytes_[cross_pod].sum()),
             "hop_cost": float((traffic.bytes_ * loc.hops(a, b)).sum())}
@@ -278,11 +288,18 @@ def _topo_initial(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges) ->
         # the all-to-all dominates: each EP group (ep consecutive replicas) whole under one
         # ToR set if it fits, else one pod; groups in rank order so that a stage stays close
         groups = per_block_grid.reshape(-1, job.ep)
+        ep_mode = True
+    else:
+        ep_mode = False
     blocks_per_rank_group = job.tp // unit if job.tp > unit else 1
     first_gpu = lay.slot_gpus[:, 0]
     slot_set = loc.tor[first_gpu]          # ToR of the slot's first GPU names its ToR set
     slot_pod = loc.pod[first_gpu]
     slot_off = (first_gpu % loc.gpus_per_server) // unit
+    if ep_mode:  # an all-to-all wants whole servers of one ToR set (PXN), not one rail
+        slot_off = np.zeros_like(slot_off)
+        server_first = (first_gpu // loc.gpus_per_server) * loc.gpus_per_server
+        slot_set = loc.tor[server_first]
     free = np.ones(len(first_gpu), dtype=bool)
     sob = np.full(n_blocks, -1, dtype=np.int64)
     for members in groups:

@@ -195,16 +195,23 @@ class FlowCommModel:
         return op in ("sendrecv", "alltoall") or (
             op != "broadcast" and self.nccl.algo in ("ring", "hierarchical"))
 
-    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> _Built:
+    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray,
+               together: bool | None = None) -> _Built:
         """Commodities of every call, as ``netsim.collectives.simulate_calls`` makes them
-        (cached per op and groups; per size too where bytes are not proportional to it)."""
+        (cached per op and groups; per size too where bytes are not proportional to it).
+        ``together``: an all-to-all call as one lockstep commodity (default for all-to-all;
+        ``False`` keeps one commodity per connection, as max-min fairness against other
+        traffic needs)."""
         linear = self._linear(op)
-        key = (op, groups.tobytes(), groups.shape) + (() if linear else (sizes.tobytes(),))
+        together = (op == "alltoall") if together is None else together
+        key = (op, groups.tobytes(), groups.shape, together) + (
+            () if linear else (sizes.tobytes(),))
         if key not in self._built:
-            self._built[key] = self._construct(op, groups, sizes, linear)
+            self._built[key] = self._construct(op, groups, sizes, linear, together)
         return self._built[key]
 
-    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool) -> _Built:
+    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool,
+                   together: bool = False) -> _Built:
         from netsim.flow.maxmin import Incidence
         from topologies.units import s_to_ps
 
@@ -230,8 +237,8 @@ class FlowCommModel:
                     latency[calls] += ph.latency_s + extra
                     com, link, weight, bits, per_call = _replicate(
                         paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed,
-                        together=op == "alltoall")
-                    lockstep &= bool((ph.group >= 0).all()) or op == "alltoall"
+                        together=together)
+                    lockstep &= bool((ph.group >= 0).all()) or together
                     parts["flow"].append(ncomm + com)
                     parts["link"].append(link)
                     parts["weight"].append(weight)
@@ -374,23 +381,34 @@ def _member_columns(paths, rep_gpus, src_t, dst_t, groups, gps):
     it maps to the same server as the member it shares a server with, at the local index of
     the connection's other end.
     """
-    rank_of = {int(g): i for i, g in enumerate(rep_gpus.tolist())}
-    srv_member = {}
-    for i, g in enumerate(rep_gpus.tolist()):
-        srv_member.setdefault(int(paths.gpu_server[g]), i)
-    known_s = np.array([int(x) in rank_of for x in src_t])
-    known_d = np.array([int(x) in rank_of for x in dst_t])
+    rep = np.asarray(rep_gpus, np.int64)
+    order = np.argsort(rep, kind="stable")
+
+    def ranks(ends):
+        ends = np.asarray(ends, np.int64)
+        pos = np.minimum(np.searchsorted(rep[order], ends), len(rep) - 1)
+        known = rep[order][pos] == ends
+        return np.where(known, order[pos], 0), known
+
+    s_rank, known_s = ranks(src_t)
+    d_rank, known_d = ranks(dst_t)
     if not (known_s | known_d).all():
         raise ValueError("plan connection between two non-members: cannot replicate")
-    s_rank = np.array([rank_of.get(int(x), 0) for x in src_t], np.int64)
-    d_rank = np.array([rank_of.get(int(x), 0) for x in dst_t], np.int64)
+    # first member on each server of the template (the relay's server anchor)
+    rep_srv = paths.gpu_server[rep]
+    _, first = np.unique(rep_srv, return_index=True)
+    srv_sorted = rep_srv[first]
     src, dst = groups[:, s_rank], groups[:, d_rank]
     for cols, known, ends, other in ((src, known_s, src_t, dst), (dst, known_d, dst_t, src)):
-        for j in np.flatnonzero(~known):
-            host = srv_member.get(int(paths.gpu_server[int(ends[j])]))
-            if host is None:
-                raise ValueError("plan relay on a server without members: cannot replicate")
-            cols[:, j] = paths.gpu_server[groups[:, host]] * gps + paths.gpu_local[other[:, j]]
+        j = np.flatnonzero(~known)
+        if j.size == 0:
+            continue
+        srv = paths.gpu_server[np.asarray(ends, np.int64)[j]]
+        k = np.minimum(np.searchsorted(srv_sorted, srv), len(srv_sorted) - 1)
+        if not (srv_sorted[k] == srv).all():
+            raise ValueError("plan relay on a server without members: cannot replicate")
+        host = first[k]
+        cols[:, j] = paths.gpu_server[groups[:, host]] * gps + paths.gpu_local[other[:, j]]
     return src.ravel(), dst.ravel()
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from netsim.hardware import HardwareProfile, get_hardware
+from netsim.workload import layout
 from netsim.workload.comm import (
     AnalyticCommModel,
     CommBatch,
@@ -34,7 +35,6 @@ from netsim.workload.comm import (
     fabric_locality,
     synthetic_locality,
 )
-from netsim.workload import layout
 from netsim.workload.compute import (
     ComputeModel,
     RooflineCompute,
@@ -86,6 +86,9 @@ class Prediction:
     """The model's own name (preset, or the config.json's ``_name_or_path`` / folder)."""
     schedule: dict = field(default_factory=dict)
     """Pipeline schedule, layers per stage and per virtual stage, micro-batches per stage."""
+    contention: dict = field(default_factory=dict)
+    """Time multiplier of each kind from sharing links with the kinds that overlap it
+    (flow-engine comm model only; ``netsim.workload.contention``)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (contract keys first)."""
@@ -120,7 +123,8 @@ class _CommTimes:
 def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
             calibration=None, placement: Sequence[int] | None = None,
             comm_model: CommModel | None = None, compute_model: ComputeModel | None = None,
-            progress: Callable[[str], None] | None = None) -> Prediction:
+            progress: Callable[[str], None] | None = None,
+            contention: bool = True) -> Prediction:
     """Predict one training iteration of ``job``.
 
     Parameters
@@ -141,6 +145,10 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         Explicit models (override ``calibration``).
     progress : callable, optional
         Called with a short message at each phase.
+    contention : bool
+        With a flow-engine comm model, let the kinds that overlap in the pipeline's steady
+        state (EP, PP, CP, and DP when it overlaps the backward) share links
+        (``netsim.workload.contention``); ``False`` prices each kind alone.
 
     Returns
     -------
@@ -173,6 +181,10 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     say("pricing compute")
     comp = _compute_times(job, model, hw, compute_model)
     say("executing the pipeline")
+    factors: dict[str, float] = {}
+    if contention and hasattr(comm_model, "sharing") and loc is not None:
+        say("pricing overlapping kinds together")
+        comm, factors = _contend(job, model, grid4, loc, comm_model, comp, comm)
     crit, run = _iterate(job, comp, comm)
     host = calibration.host_cost() if calibration and hasattr(calibration, "host_cost") \
         else HostCost()
@@ -186,7 +198,29 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     exposed["total"] = max(0.0, full - max(_iterate(job, comp, comm.without(KINDS))[0], host_s))
     pred = _report(job, model, hw, comp, comm, full, run, exposed)
     pred.host_s = host_s
+    pred.contention = factors
     return pred
+
+
+def _contend(job: JobSpec, model, grid4, loc, cm, comp, comm) -> tuple[_CommTimes, dict]:
+    """Scale the kinds that overlap by their measured slowdown when sharing links."""
+    from netsim.workload.contention import contention_factors, kind_batches
+
+    batches = kind_batches(job, model, grid4)
+    if len(batches) < 2:
+        return comm, {}
+    _, run = _iterate(job, comp, comm)
+    m, v = job.micro_batches, job.virtual_stages
+    dense, moe = _stage_kinds(job, model)
+    busy = {"ep": float((m * moe * (6 if job.recompute else 4) * comm.ep).max()),
+            "pp": float((m * v * 2 * comm.pp).max()),
+            "cp": float((m * (dense + moe) * 3 * comm.cp).max()),
+            "dp": float(comm.dp_all.max())}
+    f = contention_factors(cm, batches, loc, busy, run.makespan_s)
+    scaled = {k: getattr(comm, k) * f[k] for k in ("ep", "pp", "cp") if k in f}
+    if "dp" in f:
+        scaled.update(dp_layer=comm.dp_layer * f["dp"], dp_all=comm.dp_all * f["dp"])
+    return dataclasses.replace(comm, **scaled), {k: float(x) for k, x in f.items()}
 
 
 def _stage_work_s(job: JobSpec, model, comp: _ComputeTimes, host: HostCost) -> np.ndarray:

@@ -243,3 +243,16 @@ def test_flow_all_to_all_of_groups_that_share_servers_with_others():
     # the runner lets each connection finish on its own (fluid per connection); the batch
     # model finishes a call's connections together: within 10%
     assert steady[0] == pytest.approx(alone.time_s, rel=0.10)
+
+
+def test_opt_175b_fsdp_job_is_expressible_and_hides_gathers_under_big_micro_batches():
+    from tuner.jobs import load_job
+
+    job = load_job("opt-175b")
+    assert job.fsdp and job.world == 992
+    big = predict(job)
+    small = predict(job.replace(micro_batch=1))
+    # FSDP2 prefetches the next layer's all-gather under this layer: exposed only when the
+    # gather outlasts the layer (micro-batch 1) -- Megatron-style overlap arithmetic
+    assert big.exposed_comm_s["dp"] < 0.01 * big.iteration_s
+    assert small.exposed_comm_s["dp"] > 0.1 * small.iteration_s
