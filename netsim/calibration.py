@@ -25,6 +25,7 @@ together on every rank). What each rank-step spends outside the fitted compute r
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import defaultdict
@@ -68,7 +69,7 @@ class Calibration:
 
     compute: dict[str, Fit] = field(default_factory=dict)
     comm: dict[str, Fit] = field(default_factory=dict)
-    """Keyed ``"op/scope"`` (all calls) and ``"op/scope/kind"`` (tp, pp or dp calls only)."""
+    """Keyed ``"op/scope"`` (all calls) and ``"op/scope/kind"`` (tp, pp, dp, ep or cp calls only)."""
     sources: list[str] = field(default_factory=list)
     world_size: int = 1
     """Largest world of the traces (ranks per host when all ran on one host)."""
@@ -151,23 +152,43 @@ def fit_linear(x: np.ndarray, t: np.ndarray) -> Fit:
 
 
 def model_of(meta: dict) -> ModelConfig:
+    """The model a trace ran: GPT-style (biases, learned positions), with the trainer's
+    grouped-query attention, gated FFN and MoE keys when the trace has them."""
     m = meta["model"]
-    return ModelConfig(name="trace", layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
-                       ffn_hidden=m.get("ffn_hidden") or 0, seq=m["seq"], vocab=m["vocab"])
+    experts = int(m.get("experts") or 0)
+    moe = dict(experts=experts, top_k=int(m.get("top_k") or 0),
+               moe_ffn_hidden=int(m.get("moe_ffn_hidden") or 0),
+               shared_experts=int(m.get("shared_experts") or 0),
+               first_dense_layers=int(m.get("first_dense_layers") or 0),
+               moe_every=int(m.get("moe_every") or 1)) if experts else {}
+    return ModelConfig(name=_trace_model_name(m), layers=m["layers"], hidden=m["hidden"],
+                       heads=m["heads"], ffn_hidden=m.get("ffn_hidden") or 0, seq=m["seq"],
+                       vocab=m["vocab"], kv_heads=int(m.get("kv_heads") or 0),
+                       gated=m.get("ffn") == "gated", tied_embeddings=bool(m.get("tied", True)),
+                       **moe)
+
+
+def _trace_model_name(m: dict) -> str:
+    digest = hashlib.sha1(json.dumps(m, sort_keys=True).encode()).hexdigest()[:10]
+    return f"trace-{digest}"
 
 
 def job_from_trace(run: TraceRun) -> JobSpec:
-    """The ``JobSpec`` a trainer run executed (for predicting it)."""
+    """The ``JobSpec`` a trainer run executed (for predicting it); context and expert
+    parallelism and the model's GQA / gated FFN / MoE shape from the trace's meta (the model is
+    registered in ``netsim.models.MODELS`` under a name derived from its shape)."""
+    from netsim.models import MODELS
+
     meta = run.meta
-    m = meta["model"]
-    fp32 = meta.get("dtype", "float32") == "float32"
+    model = model_of(meta)
+    MODELS.setdefault(model.name, model)
+    elem = {"float64": 8, "float32": 4}.get(meta.get("dtype", "float32"), 2)
     overlapped = any(c.get("overlapped") and c["kind"] == "dp"
                      for r in run.ranks for c in r.collectives)
-    return JobSpec(model="tiny", layers=m["layers"], hidden=m["hidden"], heads=m["heads"],
-                   ffn_hidden=m.get("ffn_hidden"), seq=m["seq"], vocab=m["vocab"],
-                   tp=meta["tp"], pp=meta["pp"], dp=meta["dp"],
+    return JobSpec(model=model.name, tp=meta["tp"], pp=meta["pp"], dp=meta["dp"],
+                   cp=meta.get("cp", 1), ep=meta.get("ep", 1),
                    global_batch=meta["global_batch"], micro_batch=meta["micro_batch_size"],
-                   act_bytes=4 if fp32 else 2, grad_bytes=4, scatter_gather=False,
+                   act_bytes=elem, grad_bytes=max(4, elem), scatter_gather=False,
                    distributed_optimizer=meta.get("dp_reduce") == "reduce_scatter",
                    overlap=Overlap(dp_grad_reduce=overlapped))
 
@@ -259,13 +280,19 @@ def _clock_offsets(run: TraceRun) -> list[float]:
 def _compute_points(run: TraceRun, skip: int,
                     tl: HostTimeline) -> dict[str, list[tuple[float, float]]]:
     meta, model = run.meta, model_of(run.meta)
-    tp, b = meta["tp"], meta["micro_batch_size"]
-    tokens = b * model.seq
-    x_of = {"forward": model.layer_flops_fwd(tokens) / tp,
-            "backward": 2 * model.layer_flops_fwd(tokens) / tp,
-            "logits_forward": model.logit_flops_fwd(tokens) / tp,
-            "logits_backward": 2 * model.logit_flops_fwd(tokens) / tp}
-    samples: dict[str, list[float]] = defaultdict(list)
+    share = meta["tp"] * meta.get("cp", 1)  # a rank's part of a layer: 1/tp, 1/cp of the tokens
+    tokens = meta["micro_batch_size"] * model.seq
+    moe_mask = model.moe_layers()
+
+    def x_of(key: tuple[str, bool]) -> float:
+        phase, moe = key
+        if phase.startswith("logits"):
+            f = model.logit_flops_fwd(tokens)
+        else:
+            f = model.layer_flops_fwd(tokens, moe)
+        return (2 if phase.endswith("backward") else 1) * f / share
+
+    samples: dict[tuple[str, bool], list[float]] = defaultdict(list)
     for i, rank in enumerate(run.ranks):
         for c in rank.compute:
             phase = PHASES.get((c["phase"], c.get("name", "layer")))
@@ -273,15 +300,17 @@ def _compute_points(run: TraceRun, skip: int,
                 phase = f"optimizer@{rank.meta.get('pp_rank', 0)}"
             if phase is None or c["step"] < skip:
                 continue
-            samples[phase].append(tl.work(i, c["start_s"], c["end_s"])
-                                  - tl.blocked(i, c["start_s"], c["end_s"]))
+            layer = c.get("layer")
+            moe = bool(layer is not None and layer < len(moe_mask) and moe_mask[layer])
+            samples[(phase, moe)].append(tl.work(i, c["start_s"], c["end_s"])
+                                         - tl.blocked(i, c["start_s"], c["end_s"]))
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for key, ts in samples.items():
-        if key.startswith("optimizer@"):
-            params = _stage_params(run, model, int(key.split("@")[1]))
+        if key[0].startswith("optimizer@"):
+            params = _stage_params(run, model, int(key[0].split("@")[1]))
             out["optimizer"].append((OPTIMIZER_BYTES_PER_PARAM * params, float(np.median(ts))))
         else:
-            out[key].append((x_of[key], float(np.median(ts))))
+            out[key[0]].append((x_of(key), float(np.median(ts))))
     return out
 
 
@@ -339,8 +368,15 @@ def fit_host(points: list[tuple[float, float, float]]) -> dict[str, float]:
 
 
 def _stage_params(run: TraceRun, model: ModelConfig, stage: int) -> float:
+    """Parameters one rank of ``stage`` updates (experts: only its 1/ep of them)."""
     meta = run.meta
-    n = model.layers // meta["pp"] * model.layer_params()
+    per = model.layers // meta["pp"]
+    mask = model.moe_layers()
+    ids = range(stage * per, (stage + 1) * per)
+    n = sum(model.layer_params(bool(mask[i])) for i in ids)
+    ep = meta.get("ep", 1)
+    if model.moe and ep > 1:
+        n -= sum(model.expert_params() for i in ids if mask[i]) * (1 - 1 / ep)
     if stage in (0, meta["pp"] - 1):
         n += model.vocab * model.hidden
     shard = meta["dp"] if meta.get("dp_reduce") == "reduce_scatter" else 1
@@ -350,7 +386,8 @@ def _stage_params(run: TraceRun, model: ModelConfig, stage: int) -> float:
 def _comm_points(run: TraceRun, skip: int, tl: HostTimeline,
                  comm_weight: float) -> dict[tuple, list[float]]:
     """Per (op, scope, size, n, kind): call durations (dedicated-core CPU with a host model)."""
-    host = {r.meta.get("world_rank", r.meta["rank"]): r.meta.get("host", "") for r in run.ranks}
+    # groups list layout ranks (meta "rank"), which differ from torch ranks under a placement
+    host = {r.meta["rank"]: r.meta.get("host", "") for r in run.ranks}
     out: dict[tuple, list[float]] = defaultdict(list)
     for i, rank in enumerate(run.ranks):
         for c in rank.collectives:
@@ -421,7 +458,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
     for (op, scope, size, n, kind), ts in mpts.items():
         point = (size * bus_factor(op, n), float(np.median(ts)))
         grouped[f"{op}/{scope}"].append(point)
-        if kind in ("tp", "pp", "dp"):  # the same op behaves differently per kind (waits)
+        if kind in ("tp", "pp", "dp", "ep", "cp"):  # the same op behaves differently per kind
             grouped[f"{op}/{scope}/{kind}"].append(point)
     for key, pts in grouped.items():
         x, t = np.array(pts).T

@@ -16,6 +16,7 @@ import sys
 from trainer.config import (
     DP_REDUCE_MODES,
     DTYPES,
+    FFN_KINDS,
     PRESET_NAMES,
     ParallelConfig,
     TrainConfig,
@@ -27,12 +28,18 @@ from trainer.config import (
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainer", description=__doc__.splitlines()[0])
     p.add_argument("--config", help="YAML/JSON file of TrainConfig fields (flags override it)")
-    p.add_argument("--model", default=None, choices=PRESET_NAMES, help="model preset (default tiny)")
-    for flag in ("layers", "hidden", "heads", "seq", "vocab", "ffn-hidden"):
-        p.add_argument(f"--{flag}", type=int, help=f"override the preset's {flag}")
+    p.add_argument("--model", default=None,
+                   help=f"model preset ({', '.join(PRESET_NAMES)}; default tiny) or a transformers "
+                        f"config.json (file or directory)")
+    for flag in ("layers", "hidden", "heads", "seq", "vocab", "ffn-hidden", "kv-heads", "experts",
+                 "top-k", "moe-ffn-hidden", "shared-experts", "first-dense-layers"):
+        p.add_argument(f"--{flag}", type=int, help=f"override the model's {flag}")
+    p.add_argument("--ffn", choices=FFN_KINDS, help="plain (fc1, GELU, fc2) or gated (SwiGLU)")
     p.add_argument("--untied", action="store_true", help="separate output head (default: tied)")
     p.add_argument("--tp", type=int, help="tensor-parallel degree (default 1)")
     p.add_argument("--pp", type=int, help="pipeline-parallel degree (default 1)")
+    p.add_argument("--cp", type=int, help="context-parallel degree, ring attention (default 1)")
+    p.add_argument("--ep", type=int, help="expert-parallel degree, part of dp (default 1)")
     p.add_argument("--dp", type=int, help="data-parallel degree (default: world / (tp x pp))")
     p.add_argument("--order", help="rank order, innermost first (default tp-dp-pp, Megatron's)")
     p.add_argument("--micro-batches", type=int, help="micro-batches per iteration (default 1)")
@@ -59,23 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     """Merge --config, the preset and the flags into a validated TrainConfig."""
     base = load_config_file(args.config) if args.config else None
-    m = base.model if base else preset("tiny")
-    if args.model:
-        m = preset(args.model)
-    over = {"layers": args.layers, "hidden": args.hidden, "heads": args.heads, "seq": args.seq,
-            "vocab": args.vocab, "ffn_hidden": args.ffn_hidden}
-    fields = {k: getattr(m, k) for k in ("layers", "hidden", "heads", "seq", "vocab", "ln_eps")}
-    fields["ffn_hidden"] = 0 if args.hidden and not args.ffn_hidden else m.ffn_hidden
-    fields.update({k: v for k, v in over.items() if v is not None})
-    fields["tied"] = m.tied and not args.untied
-    model = type(m)(**fields)
+    model = _model_from_args(args, base.model if base else preset("tiny"))
     bp = base.parallel if base else ParallelConfig()
     tp, pp = args.tp or bp.tp, args.pp or bp.pp
-    dp = args.dp or (bp.dp if base else max(1, world_size // (tp * pp)))
+    cp, ep = args.cp or bp.cp, args.ep or bp.ep
+    dp = args.dp or (bp.dp if base else max(1, world_size // (tp * pp * cp)))
     mb = args.micro_batches or bp.micro_batches
     gb = args.global_batch or (bp.global_batch if base else dp * mb)
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, order=args.order or bp.order, micro_batches=mb,
-                         global_batch=gb)
+                         global_batch=gb, cp=cp, ep=ep)
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
                                           "dtype", "device", "dp_reduce", "bucket_bytes",
                                           "trace_dir", "peak_flops", "save_dir", "save_every",
@@ -87,6 +86,33 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
              "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None}
     rest.update({k: v for k, v in flags.items() if v is not None})
     return TrainConfig(model=model, parallel=par, **rest)
+
+
+_MODEL_FLAGS = ("layers", "hidden", "heads", "seq", "vocab", "ffn_hidden", "kv_heads", "experts",
+                "top_k", "moe_ffn_hidden", "shared_experts", "first_dense_layers", "ffn")
+
+
+def _model_from_args(args: argparse.Namespace, m):
+    """The preset or config.json of --model (else ``m``) with the model flags applied."""
+    import dataclasses
+
+    from trainer.hf_config import is_config_path, load_hf_config
+
+    if args.model:
+        m = load_hf_config(args.model) if is_config_path(args.model) else preset(args.model)
+    fields = dataclasses.asdict(m)
+    over = {k: getattr(args, k) for k in _MODEL_FLAGS if getattr(args, k) is not None}
+    if args.hidden and not args.ffn_hidden:
+        fields["ffn_hidden"] = 0  # 4 x the new hidden
+    if args.heads and not args.kv_heads and m.kv_heads == m.heads:
+        fields["kv_heads"] = 0  # stays multi-head attention
+    if args.ffn and args.ffn != m.ffn:
+        fields["activation"] = ""  # the kind's own activation
+    fields.update(over)
+    if over and m.name:
+        fields["name"] = f"{m.name} (modified: {', '.join(sorted(over))})"
+    fields["tied"] = m.tied and not args.untied
+    return type(m)(**fields)
 
 
 def _identity(args: argparse.Namespace) -> tuple[str, int | None, int]:
@@ -121,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         device = resolve_device(cfg.device, local_rank)
         par = cfg.parallel
-        mesh = build_mesh(Layout(par.tp, par.dp, par.pp, par.order), rank)
+        mesh = build_mesh(Layout(par.tp, par.dp, par.pp, par.order, par.cp, par.ep), rank)
         trainer = Trainer(cfg, mesh, device, host=host, local_rank=local_rank)
         if cfg.load_dir:
             trainer.load(cfg.load_dir)

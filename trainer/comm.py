@@ -72,12 +72,14 @@ class Comm:
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _record(self, op: str, kind: str, ranks, size: int, dtype: str, overlapped: bool,
-                impl: str, works: list, finish: Callable[[], None] | None = None) -> Handle:
-        """Record start now; the end when the works complete (callback on CPU, wait on CUDA)."""
+                impl: str, works: list, finish: Callable[[], None] | None = None,
+                extra: dict | None = None) -> Handle:
+        """Record start now; the end when the works complete (callback on CPU, wait on CUDA).
+        ``extra``: added keys of the record (e.g. an all-to-all's ``send_bytes``)."""
         rec = {"type": "collective", "step": self.tracer.step, "op": op, "kind": kind,
                "group": list(ranks), "bytes": size, "dtype": dtype, "start_s": None,
                "end_s": None, "overlapped": overlapped, "impl": impl,
-               "microbatch": self.tracer.microbatch}
+               "microbatch": self.tracer.microbatch, **(extra or {})}
         rec["start_s"] = self.tracer.stamp()
         if not self.cuda and works and self.tracer.enabled:
             try:  # the end as the backend thread sees it; gloo send/recv have no future

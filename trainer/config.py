@@ -21,6 +21,11 @@ from typing import Any
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 ORDERS_AXES = frozenset(("tp", "dp", "pp"))
+OPTIONAL_AXES = frozenset(("cp", "ep"))
+"""Axes an order string may also name (Megatron-Core's ``tp-cp-ep-dp-pp``); left out, they are
+inserted where Megatron-Core puts them (cp after tp, ep just inside dp)."""
+FFN_KINDS = ("plain", "gated")
+ACTIVATIONS = ("gelu", "silu")
 DP_REDUCE_MODES = ("all_reduce", "reduce_scatter")
 
 
@@ -44,10 +49,40 @@ class ModelConfig:
     """Tie the output head to the word embedding (Megatron-LM's default)."""
     ln_eps: float = 1e-5
     """Layer norm epsilon."""
+    kv_heads: int = 0
+    """Key/value heads (grouped-query attention, Ainslie et al. 2023); 0 means ``heads``."""
+    ffn: str = "plain"
+    """``plain`` (fc1, activation, fc2) or ``gated`` (SwiGLU: act(x W_gate) * (x W_up), then
+    W_down; Shazeer 2020), three matrices of width ``ffn_hidden``."""
+    activation: str = ""
+    """``gelu`` (tanh approximation) or ``silu``; empty: gelu for plain, silu for gated."""
+    experts: int = 0
+    """Routed experts of a mixture-of-experts MLP; 0: every MLP is dense."""
+    top_k: int = 2
+    """Experts each token is routed to (used when ``experts`` > 0)."""
+    moe_ffn_hidden: int = 0
+    """Width of one expert's MLP; 0 means ``ffn_hidden``."""
+    shared_experts: int = 0
+    """Always-active experts beside the routed ones (DeepSeek's n_shared_experts), one dense
+    MLP of width shared_experts x moe_ffn_hidden."""
+    first_dense_layers: int = 0
+    """The first k blocks keep a dense MLP (DeepSeek's first_k_dense_replace)."""
+    moe_every: int = 1
+    """Block i (counting from 1 after the dense ones) is MoE when i is a multiple of this
+    (Qwen's decoder_sparse_step)."""
+    name: str = ""
+    """The model's own name (a preset or config.json's name), for reports."""
 
     def __post_init__(self) -> None:
         if self.ffn_hidden == 0:
             self.ffn_hidden = 4 * self.hidden
+        if self.kv_heads == 0:
+            self.kv_heads = self.heads
+        if self.moe_ffn_hidden == 0:
+            self.moe_ffn_hidden = self.ffn_hidden
+        if not self.activation:
+            self.activation = "silu" if self.ffn == "gated" else "gelu"
+        self._check_modern()
         for name in ("layers", "hidden", "heads", "seq", "vocab", "ffn_hidden"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"model.{name} must be a positive integer, got {getattr(self, name)}")
@@ -57,9 +92,38 @@ class ModelConfig:
                 f"the divisors of hidden"
             )
 
+    def _check_modern(self) -> None:
+        """GQA, gated FFN and MoE fields (errors name the field and the fix)."""
+        if self.ffn not in FFN_KINDS:
+            raise ValueError(f"model.ffn={self.ffn!r} must be one of {', '.join(FFN_KINDS)}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"model.activation={self.activation!r} must be one of "
+                             f"{', '.join(ACTIVATIONS)}")
+        if self.kv_heads < 1 or self.heads % self.kv_heads:
+            raise ValueError(f"model.kv_heads={self.kv_heads} must divide model.heads={self.heads}"
+                             f" (each key/value head serves heads/kv_heads query heads)")
+        for name in ("experts", "shared_experts", "first_dense_layers"):
+            if int(getattr(self, name)) < 0:
+                raise ValueError(f"model.{name} must be >= 0, got {getattr(self, name)}")
+        if self.experts and not 1 <= self.top_k <= self.experts:
+            raise ValueError(f"model.top_k={self.top_k} must be between 1 and model.experts="
+                             f"{self.experts}")
+        if self.moe_every < 1 or self.moe_ffn_hidden < 1:
+            raise ValueError("model.moe_every and model.moe_ffn_hidden must be positive")
+
     @property
     def head_dim(self) -> int:
         return self.hidden // self.heads
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Whether block ``index`` (0-based, whole model) has a mixture-of-experts MLP."""
+        if not self.experts or index < self.first_dense_layers:
+            return False
+        return (index - self.first_dense_layers + 1) % self.moe_every == 0
+
+    @property
+    def moe_layers(self) -> int:
+        return sum(self.is_moe_layer(i) for i in range(self.layers))
 
 
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -75,6 +139,27 @@ _PRESETS: dict[str, dict[str, Any]] = {
     "gpt3-6.7b": dict(layers=32, hidden=4096, heads=32, seq=2048, vocab=51200),
     "gpt3-13b": dict(layers=40, hidden=5120, heads=40, seq=2048, vocab=51200),
     "gpt3-175b": dict(layers=96, hidden=12288, heads=96, seq=2048, vocab=51200),
+    # tiny-moe: the CPU test model of the GQA / SwiGLU / MoE / CP parity checks: two KV heads,
+    # a gated FFN, a dense first block and a 4-expert top-2 second block
+    # Today's shapes, from the models' published config.json (Hugging Face repos
+    # meta-llama/Meta-Llama-3-8B, meta-llama/Meta-Llama-3-70B, meta-llama/Llama-3.1-405B,
+    # mistralai/Mixtral-8x7B-v0.1, deepseek-ai/DeepSeek-V3; Llama 3 also Dubey et al. 2024,
+    # Table 3). seq is the pre-training length: 8192 (Llama 3, section 3.4.1), 32768 (Mixtral,
+    # Jiang et al. 2024, section 2), 4096 (DeepSeek-V3, arXiv:2412.19437 section 4.2).
+    # DeepSeek-V3's multi-head latent attention is run as plain multi-head attention.
+    "llama3-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                      vocab=128256, seq=8192, tied=False, ffn="gated"),
+    "llama3-70b": dict(layers=80, hidden=8192, heads=64, kv_heads=8, ffn_hidden=28672,
+                       vocab=128256, seq=8192, tied=False, ffn="gated"),
+    "llama3-405b": dict(layers=126, hidden=16384, heads=128, kv_heads=8, ffn_hidden=53248,
+                        vocab=128256, seq=8192, tied=False, ffn="gated"),
+    "mixtral-8x7b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336,
+                         vocab=32000, seq=32768, tied=False, ffn="gated", experts=8, top_k=2),
+    "deepseek-v3": dict(layers=61, hidden=7168, heads=128, kv_heads=128, ffn_hidden=18432,
+                        vocab=129280, seq=4096, tied=False, ffn="gated", experts=256, top_k=8,
+                        moe_ffn_hidden=2048, shared_experts=1, first_dense_layers=3),
+    "tiny-moe": dict(layers=2, hidden=32, heads=4, kv_heads=2, seq=16, vocab=64, ffn="gated",
+                     ffn_hidden=48, experts=4, top_k=2, moe_ffn_hidden=24, first_dense_layers=1),
 }
 PRESET_NAMES = tuple(_PRESETS)
 
@@ -89,7 +174,7 @@ def preset(name: str, **overrides: Any) -> ModelConfig:
     """
     if name not in _PRESETS:
         raise ValueError(f"unknown model preset {name!r}: choose one of {', '.join(_PRESETS)}")
-    fields = dict(_PRESETS[name])
+    fields = dict(_PRESETS[name], name=name)
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return ModelConfig(**fields)
 
@@ -100,6 +185,10 @@ class ParallelConfig:
 
     tp: int = 1
     """Tensor-parallel degree (Megatron column/row-parallel linears)."""
+    cp: int = 1
+    """Context-parallel degree (ring attention over sequence chunks)."""
+    ep: int = 1
+    """Expert-parallel degree; carved out of dp as Megatron-Core does (ep must divide dp)."""
     pp: int = 1
     """Pipeline-parallel degree (1F1B schedule)."""
     dp: int = 1
@@ -112,15 +201,22 @@ class ParallelConfig:
     """Sequences per iteration over all data-parallel ranks."""
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "micro_batches", "global_batch"):
+        for name in ("tp", "cp", "ep", "pp", "dp", "micro_batches", "global_batch"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"parallel.{name} must be a positive integer, got {getattr(self, name)}")
         axes = self.order.split("-")
-        if sorted(axes) != sorted(ORDERS_AXES):
+        if (len(set(axes)) != len(axes) or not ORDERS_AXES <= set(axes)
+                or not set(axes) <= ORDERS_AXES | OPTIONAL_AXES):
             raise ValueError(
-                f"parallel.order={self.order!r} must be a permutation of tp, dp, pp joined by '-', "
-                f"e.g. 'tp-dp-pp' (innermost first)"
+                f"parallel.order={self.order!r} must name tp, dp, pp (and optionally cp, ep) once "
+                f"each joined by '-', e.g. 'tp-cp-ep-dp-pp' (innermost first)"
             )
+        if "ep" in axes and abs(axes.index("ep") - axes.index("dp")) != 1:
+            raise ValueError(f"parallel.order={self.order!r}: ep must be next to dp (expert "
+                             f"parallelism is carved out of data parallelism), e.g. tp-cp-ep-dp-pp")
+        if self.dp % self.ep:
+            raise ValueError(f"parallel.ep={self.ep} must divide parallel.dp={self.dp} (experts are "
+                             f"spread over data-parallel ranks, Megatron-Core's layout): raise dp")
         if self.global_batch % (self.dp * self.micro_batches):
             raise ValueError(
                 f"parallel.global_batch={self.global_batch} must be a multiple of dp x micro_batches"
@@ -129,7 +225,7 @@ class ParallelConfig:
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def micro_batch_size(self) -> int:
@@ -137,11 +233,12 @@ class ParallelConfig:
         return self.global_batch // (self.dp * self.micro_batches)
 
     def check_world(self, world_size: int) -> None:
-        """Raise ValueError unless tp x pp x dp equals ``world_size``."""
+        """Raise ValueError unless tp x cp x pp x dp equals ``world_size``."""
         if self.world_size != world_size:
+            cp = f" x cp={self.cp}" if self.cp > 1 else ""
             raise ValueError(
-                f"tp={self.tp} x pp={self.pp} x dp={self.dp} = {self.world_size} does not equal the "
-                f"world size {world_size}: change --tp/--pp/--dp or --nproc-per-node"
+                f"tp={self.tp}{cp} x pp={self.pp} x dp={self.dp} = {self.world_size} does not equal the "
+                f"world size {world_size}: change --tp/--cp/--pp/--dp or --nproc-per-node"
             )
 
 
@@ -152,6 +249,23 @@ def check_model_fits(model: ModelConfig, par: ParallelConfig) -> None:
         (model.heads % par.tp, f"model.heads={model.heads} must be divisible by tp={par.tp}"),
         (model.vocab % par.tp, f"model.vocab={model.vocab} must be divisible by tp={par.tp}"),
         (model.ffn_hidden % par.tp, f"model.ffn_hidden={model.ffn_hidden} must be divisible by tp={par.tp}"),
+    )
+    for bad, msg in checks:
+        if bad:
+            raise ValueError(msg)
+    check_modern_fits(model, par)
+
+
+def check_modern_fits(model: ModelConfig, par: ParallelConfig) -> None:
+    """The GQA, MoE and context-parallel divisibility rules."""
+    checks = (
+        (model.kv_heads % par.tp, f"model.kv_heads={model.kv_heads} must be divisible by tp="
+                                  f"{par.tp} (Megatron shards query groups over tp)"),
+        (model.seq % par.cp, f"model.seq={model.seq} must be divisible by cp={par.cp}"),
+        (model.experts % par.ep if model.experts else par.ep > 1,
+         f"model.experts={model.experts} must be a positive multiple of ep={par.ep}"),
+        (model.experts and model.moe_ffn_hidden % par.tp,
+         f"model.moe_ffn_hidden={model.moe_ffn_hidden} must be divisible by tp={par.tp}"),
     )
     for bad, msg in checks:
         if bad:
@@ -211,7 +325,8 @@ class TrainConfig:
 def config_from_dict(data: dict[str, Any]) -> TrainConfig:
     """Build a :class:`TrainConfig` from a plain dict (the YAML/JSON file layout).
 
-    ``model`` may be a preset name or a mapping (optionally with ``preset`` plus overrides).
+    ``model`` may be a preset name, a transformers config.json path, or a mapping (optionally
+    with ``preset`` plus overrides).
     """
     data = dict(data)
     unknown = set(data) - {f.name for f in dataclasses.fields(TrainConfig)}
@@ -219,7 +334,9 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         raise ValueError(f"unknown config keys {sorted(unknown)}: valid keys are the TrainConfig fields")
     model = data.pop("model", "tiny")
     if isinstance(model, str):
-        model = preset(model)
+        from trainer.hf_config import is_config_path, load_hf_config
+
+        model = load_hf_config(model) if is_config_path(model) else preset(model)
     elif isinstance(model, dict):
         m = dict(model)
         model = preset(m.pop("preset"), **m) if "preset" in m else ModelConfig(**m)

@@ -70,8 +70,11 @@ class DataParallel:
 
     def __init__(self, params: list[nn.Parameter], group: Group, comm: Comm, mode: str,
                  bucket_bytes: int, opt: AdamW, tied: nn.Parameter | None = None,
-                 embedding_group: Group | None = None) -> None:
+                 embedding_group: Group | None = None, grad_divisor: int | None = None) -> None:
         self.group, self.comm, self.mode, self.opt = group, comm, mode, opt
+        self.grad_divisor = grad_divisor or group.size
+        """Summed gradients are divided by this (dp x cp for expert parameters, whose group is
+        smaller: Megatron-Core's expert_gradient_scaling_factor)."""
         self.embedding_group = embedding_group if tied is not None else None
         self.step_count = 0
         self.armed = False
@@ -164,8 +167,8 @@ class DataParallel:
         for b in self.buckets:
             if b.handle is not None:
                 b.handle.wait()
-            if self.group.size > 1:
-                b.shard_grad.div_(self.group.size)
+            if self.grad_divisor > 1:
+                b.shard_grad.div_(self.grad_divisor)
 
     # -- optimizer -----------------------------------------------------------------------------
     def step(self) -> None:

@@ -37,9 +37,15 @@ class TPContext:
     """What a tensor-parallel layer needs: the tp group, this rank's index and the comm."""
 
     def __init__(self, group: Group, rank: int, comm: Comm | None, seed: int,
-                 dtype: torch.dtype, device: torch.device) -> None:
+                 dtype: torch.dtype, device: torch.device, cp: Group | None = None,
+                 ep: Group | None = None) -> None:
         self.group, self.size, self.index = group, group.size, group.index(rank)
         self.comm, self.seed, self.dtype, self.device = comm, seed, dtype, device
+        self.rank = rank
+        self.cp = cp
+        """Context-parallel group (ring attention), None or size 1 without cp."""
+        self.ep = ep
+        """Expert-parallel group (MoE all-to-all), None or size 1 without ep."""
 
     def param(self, name: str, full_shape, std: float, shard: Callable[[torch.Tensor], torch.Tensor]
               ) -> nn.Parameter:

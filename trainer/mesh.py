@@ -1,4 +1,4 @@
-"""Rank layout: which global rank holds which (tp, dp, pp) coordinate, and its process groups.
+"""Rank layout: which global rank holds which (tp, cp, ep, dp, pp) coordinate, and its groups.
 
 The order string lists the axes **innermost first**, as Megatron-Core's ``RankGenerator`` does
 (``megatron/core/parallel_state.py``, default ``tp-cp-ep-dp-pp``; see
@@ -25,6 +25,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 AXES = ("tp", "dp", "pp")
+ALL_AXES = ("tp", "cp", "ep", "dp", "pp")
+"""Megatron-Core's axes. ``dp`` is the whole data-parallel degree; expert parallelism is carved
+out of it (``parallel_state.RankGenerator``): the order's ``dp`` token then stands for the
+expert-data-parallel part of size dp / ep, and the data index of a rank is ep + ep x edp."""
+
+GROUP_AXES = {"tp": ("tp",), "cp": ("cp",), "ep": ("ep",), "dp": ("ep", "edp"), "pp": ("pp",),
+              "dpcp": ("cp", "ep", "edp"), "edp": ("cp", "edp")}
+"""Internal axes each group kind spans, least significant first. ``dpcp``: the gradient
+reduction of dense parameters (data x context parallel, Megatron's dp-cp group); ``edp``: that
+of expert parameters (expert-data-parallel x context parallel)."""
+
+
+def full_order(order: str) -> list[str]:
+    """``order`` with cp and ep inserted where Megatron-Core's tp-cp-ep-dp-pp puts them."""
+    axes = order.split("-")
+    if "cp" not in axes and "tp" in axes:
+        axes.insert(axes.index("tp") + 1, "cp")
+    if "ep" not in axes and "dp" in axes:
+        axes.insert(axes.index("dp"), "ep")
+    return axes
 
 
 @dataclass(frozen=True)
@@ -35,44 +55,62 @@ class Layout:
     dp: int
     pp: int
     order: str = "tp-dp-pp"
+    cp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
-        axes = self.order.split("-")
-        if sorted(axes) != sorted(AXES):
-            raise ValueError(f"order={self.order!r} must be a permutation of tp-dp-pp (innermost first)")
+        axes = full_order(self.order)
+        if sorted(axes) != sorted(ALL_AXES):
+            raise ValueError(f"order={self.order!r} must be a permutation of tp-dp-pp, optionally "
+                             f"with cp and ep (innermost first, e.g. tp-cp-ep-dp-pp)")
+        if self.dp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide dp={self.dp}")
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.dp * self.pp
+        return self.tp * self.cp * self.dp * self.pp
+
+    def _sizes(self) -> dict[str, int]:
+        return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "edp": self.dp // self.ep,
+                "pp": self.pp}
 
     def _strides(self) -> dict[str, int]:
-        strides, s = {}, 1
-        for axis in self.order.split("-"):
+        strides, s, sizes = {}, 1, self._sizes()
+        for axis in full_order(self.order):
+            axis = "edp" if axis == "dp" else axis
             strides[axis] = s
-            s *= getattr(self, axis)
+            s *= sizes[axis]
         return strides
 
-    def rank(self, tp: int, dp: int, pp: int) -> int:
-        """Global rank of a coordinate."""
+    def rank(self, tp: int, dp: int, pp: int, cp: int = 0, **_ignored: int) -> int:
+        """Global rank of a coordinate (``dp`` is the data index; ep and edp follow from it)."""
         st = self._strides()
-        return tp * st["tp"] + dp * st["dp"] + pp * st["pp"]
+        return (tp * st["tp"] + cp * st["cp"] + (dp % self.ep) * st["ep"]
+                + (dp // self.ep) * st["edp"] + pp * st["pp"])
+
+    def _internal(self, rank: int) -> dict[str, int]:
+        st, sizes = self._strides(), self._sizes()
+        return {a: (rank // st[a]) % sizes[a] for a in sizes}
 
     def coords(self, rank: int) -> dict[str, int]:
-        """``{"tp": ., "dp": ., "pp": .}`` of ``rank``."""
+        """``{"tp", "cp", "ep", "dp", "pp"}`` of ``rank``; dp is the data index, ep + ep x edp
+        (edp, the expert-data-parallel index, is dp // ep)."""
         if not 0 <= rank < self.world_size:
             raise ValueError(f"rank {rank} is outside the world of {self.world_size}")
-        st = self._strides()
-        return {a: (rank // st[a]) % getattr(self, a) for a in AXES}
+        c = self._internal(rank)
+        return {"tp": c["tp"], "cp": c["cp"], "ep": c["ep"], "dp": c["ep"] + self.ep * c["edp"],
+                "pp": c["pp"]}
 
     def groups(self, axis: str) -> list[list[int]]:
-        """All groups of ``axis``, each sorted by its coordinate on that axis, in a fixed order."""
-        others = [a for a in AXES if a != axis]
-        out = []
-        for i in range(getattr(self, others[0])):
-            for j in range(getattr(self, others[1])):
-                base = {others[0]: i, others[1]: j}
-                out.append([self.rank(**{**base, axis: k}) for k in range(getattr(self, axis))])
-        return sorted(out)
+        """All groups of ``axis`` (a key of GROUP_AXES), each sorted by its coordinates on that
+        axis (most significant last), in a fixed order."""
+        span = GROUP_AXES[axis]
+        out: dict[tuple, list[tuple[tuple, int]]] = {}
+        for r in range(self.world_size):
+            c = self._internal(r)
+            key = tuple(c[a] for a in self._sizes() if a not in span)
+            out.setdefault(key, []).append((tuple(c[a] for a in reversed(span)), r))
+        return sorted([r for _, r in sorted(members)] for members in out.values())
 
     def embedding_groups(self) -> list[list[int]]:
         """Groups [first stage, last stage] that share a tied word embedding (pp > 1)."""
@@ -113,6 +151,14 @@ class Mesh:
     embedding: Group | None
     world: Group
     coords: dict[str, int] = field(default_factory=dict)
+    cp: Group | None = None
+    """Context-parallel group (ring attention)."""
+    ep: Group | None = None
+    """Expert-parallel group (all-to-all dispatch and combine)."""
+    dpcp: Group | None = None
+    """Gradient reduction of dense parameters: data x context parallel."""
+    edp: Group | None = None
+    """Gradient reduction of expert parameters: expert-data x context parallel."""
 
     @property
     def first_stage(self) -> bool:
@@ -149,18 +195,23 @@ def build_mesh(layout: Layout, my_world_rank: int, world_ranks: list[int] | None
         new_group = dist.new_group
     me = world_ranks.index(my_world_rank) if my_world_rank in world_ranks else None
     mine: dict[str, Group] = {}
+    made: dict[tuple[int, ...], object] = {}  # one process group per distinct rank set
     spec = [(a, layout.groups(a)) for a in AXES] + [("embedding", layout.embedding_groups()),
                                                     ("world", [list(range(layout.world_size))])]
+    spec += [(a, layout.groups(a)) for a in ("cp", "ep", "dpcp", "edp")]
     for kind, groups in spec:
         for ranks in groups:
-            pg = new_group([world_ranks[r] for r in ranks]) if len(ranks) > 1 else None
+            key = tuple(ranks)
+            if len(ranks) > 1 and key not in made:
+                made[key] = new_group([world_ranks[r] for r in ranks])
             if me in ranks:
-                mine[kind] = Group(kind, tuple(ranks), pg)
+                mine[kind] = Group(kind, key, made.get(key))
     if me is None:
         return None
     return Mesh(layout=layout, rank=me, world_ranks=tuple(world_ranks), tp=mine["tp"],
                 dp=mine["dp"], pp=mine["pp"], embedding=mine.get("embedding"),
-                world=mine["world"], coords=layout.coords(me))
+                world=mine["world"], coords=layout.coords(me), cp=mine["cp"], ep=mine["ep"],
+                dpcp=mine["dpcp"], edp=mine["edp"])
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from trainer.layers import (
     full_init,
     vocab_parallel_cross_entropy,
 )
+from trainer.moe import MoE
+from trainer.ring_attention import ring_attention
 from trainer.trace import Tracer
 
 
@@ -78,46 +80,84 @@ class PhaseTimer:
 
 
 class Attention(nn.Module):
-    """Causal self-attention over this tp rank's heads."""
+    """Causal self-attention over this tp rank's heads; grouped-query attention when
+    ``kv_heads`` < ``heads`` (Ainslie et al. 2023: each key/value head serves heads/kv_heads
+    query heads); ring attention over the context-parallel group when cp > 1."""
 
     def __init__(self, cfg: ModelConfig, ctx: TPContext, prefix: str, std_out: float) -> None:
         super().__init__()
         self.ctx, self.hd = ctx, cfg.head_dim
-        self.heads = cfg.heads // ctx.size
-        nh, hd, h = cfg.heads, cfg.head_dim, cfg.hidden
+        self.heads, self.kv = cfg.heads // ctx.size, cfg.kv_heads // ctx.size
+        nh, kvh, hd, h = cfg.heads, cfg.kv_heads, cfg.head_dim, cfg.hidden
+        sizes = [nh * hd, kvh * hd, kvh * hd]
 
         def shard_heads(t: torch.Tensor) -> torch.Tensor:
             # rows of the fused [q; k; v] weight grouped by head: keep this rank's heads of each
-            per = nh // ctx.size
-            t = t.reshape(3, nh, hd, -1)[:, ctx.index * per:(ctx.index + 1) * per]
-            return t.reshape(3 * per * hd, -1)
+            # (with kv_heads = heads this is the [3, heads, d] split of the plain model)
+            parts = []
+            for rows, n in zip(t.split(sizes), (nh, kvh, kvh), strict=True):
+                per = n // ctx.size
+                parts.append(rows.reshape(n, hd, -1)[ctx.index * per:(ctx.index + 1) * per]
+                             .reshape(per * hd, -1))
+            return torch.cat(parts)
 
-        self.qkv = ColumnParallelLinear(ctx, f"{prefix}.qkv", h, 3 * h, shard_heads)
+        self.qkv = ColumnParallelLinear(ctx, f"{prefix}.qkv", h, sum(sizes), shard_heads)
         self.proj = RowParallelLinear(ctx, f"{prefix}.proj", h, h, std_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
         q, k, v = self.qkv(copy_to_tp(x, self.ctx.comm, self.ctx.group)).split(
-            self.heads * self.hd, dim=-1)
-        q, k, v = (t.view(b, s, self.heads, self.hd).transpose(1, 2) for t in (q, k, v))
-        y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            [self.heads * self.hd, self.kv * self.hd, self.kv * self.hd], dim=-1)
+        q = q.view(b, s, self.heads, self.hd).transpose(1, 2)
+        k, v = (t.view(b, s, self.kv, self.hd).transpose(1, 2) for t in (k, v))
+        cp = self.ctx.cp
+        if cp is not None and cp.size > 1:
+            y = ring_attention(q, k, v, self.ctx.comm, cp)
+        else:
+            groups = self.heads // self.kv
+            if groups > 1:
+                k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(b, s, self.heads * self.hd))
 
 
+_ACTIVATIONS = {"gelu": lambda t: nn.functional.gelu(t, approximate="tanh"),
+                "silu": nn.functional.silu}
+
+
 class MLP(nn.Module):
-    def __init__(self, cfg: ModelConfig, ctx: TPContext, prefix: str, std_out: float) -> None:
+    """fc1, activation, fc2; ``gated`` (SwiGLU, Shazeer 2020): fc1 holds the gate and up
+    projections [2, width, hidden], each column-split over tp, and act(gate) x up feeds fc2."""
+
+    def __init__(self, cfg: ModelConfig, ctx: TPContext, prefix: str, std_out: float,
+                 width: int | None = None) -> None:
         super().__init__()
         self.ctx = ctx
-        self.fc1 = ColumnParallelLinear(ctx, f"{prefix}.fc1", cfg.hidden, cfg.ffn_hidden)
-        self.fc2 = RowParallelLinear(ctx, f"{prefix}.fc2", cfg.ffn_hidden, cfg.hidden, std_out)
+        f = width or cfg.ffn_hidden
+        self.gated, self.act = cfg.ffn == "gated", _ACTIVATIONS[cfg.activation]
+        if self.gated:
+            per = f // ctx.size
+
+            def shard(t: torch.Tensor) -> torch.Tensor:
+                part = t.reshape(2, f, -1)[:, ctx.index * per:(ctx.index + 1) * per]
+                return part.reshape(2 * per, -1)
+
+            self.fc1 = ColumnParallelLinear(ctx, f"{prefix}.fc1", cfg.hidden, 2 * f, shard)
+        else:
+            self.fc1 = ColumnParallelLinear(ctx, f"{prefix}.fc1", cfg.hidden, f)
+        self.fc2 = RowParallelLinear(ctx, f"{prefix}.fc2", f, cfg.hidden, std_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = copy_to_tp(x, self.ctx.comm, self.ctx.group)
-        return self.fc2(nn.functional.gelu(self.fc1(x), approximate="tanh"))
+        a = self.fc1(x)
+        if self.gated:
+            gate, up = a.chunk(2, dim=-1)
+            return self.fc2(self.act(gate) * up)
+        return self.fc2(self.act(a))
 
 
 class Block(nn.Module):
-    """Pre-LN transformer block: x + attn(ln1(x)), then + mlp(ln2(.))."""
+    """Pre-LN transformer block: x + attn(ln1(x)), then + mlp(ln2(.)) (dense or MoE)."""
 
     def __init__(self, cfg: ModelConfig, ctx: TPContext, index: int) -> None:
         super().__init__()
@@ -127,7 +167,10 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
         self.attn = Attention(cfg, ctx, f"{prefix}.attn", std_out)
         self.ln2 = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
-        self.mlp = MLP(cfg, ctx, f"{prefix}.mlp", std_out)
+        if cfg.is_moe_layer(index):
+            self.mlp = MoE(cfg, ctx, f"{prefix}.mlp", std_out, MLP)
+        else:
+            self.mlp = MLP(cfg, ctx, f"{prefix}.mlp", std_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
@@ -145,8 +188,14 @@ class GPTStage(nn.Module):
         per = cfg.layers // stages
         self.layer_ids = list(range(stage * per, (stage + 1) * per))
         kw = dict(device=ctx.device, dtype=ctx.dtype)
-        self.layer_flops = layer_forward_flops(cfg, micro_batch_size) / ctx.size
-        self.head_flops = head_forward_flops(cfg, micro_batch_size) / ctx.size
+        cp = ctx.cp.size if ctx.cp is not None else 1
+        self.pos_offset = (ctx.cp.index(ctx.rank) * (cfg.seq // cp)) if cp > 1 else 0
+        """First position of this rank's sequence chunk (context parallelism)."""
+        # per-rank share: 1/tp of the work, 1/cp of the tokens (causal imbalance ignored)
+        self.flops_of = {i: layer_forward_flops(cfg, micro_batch_size, i) / (ctx.size * cp)
+                         for i in self.layer_ids}
+        self.layer_flops = self.flops_of[self.layer_ids[0]] if self.layer_ids else 0.0
+        self.head_flops = head_forward_flops(cfg, micro_batch_size) / (ctx.size * cp)
         if self.first:
             self.wte = VocabParallelEmbedding(ctx, "wte", cfg.vocab, cfg.hidden)
             self.wpe = nn.Parameter(full_init(ctx.seed, "wpe.weight", (cfg.seq, cfg.hidden),
@@ -179,8 +228,8 @@ class GPTStage(nn.Module):
             x = t.forward("embedding", None, 0.0, self._embed, x)
             x = t.mark_out(x, "embedding", None)
         for i, block in zip(self.layer_ids, self.blocks, strict=False):
-            x = t.mark_in(x, "layer", i, 2 * self.layer_flops)
-            x = t.forward("layer", i, self.layer_flops, block, x)
+            x = t.mark_in(x, "layer", i, 2 * self.flops_of[i])
+            x = t.forward("layer", i, self.flops_of[i], block, x)
             x = t.mark_out(x, "layer", i)
         if self.last:
             x = t.mark_in(x, "head", None, 2 * self.head_flops)
@@ -189,7 +238,7 @@ class GPTStage(nn.Module):
         return x
 
     def _embed(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.wte(ids) + self.wpe[: ids.shape[1]]
+        return self.wte(ids) + self.wpe[self.pos_offset:self.pos_offset + ids.shape[1]]
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:
         x = copy_to_tp(self.ln_f(x), self.ctx.comm, self.ctx.group)

@@ -20,11 +20,12 @@ from trainer import checkpoint
 from trainer.comm import Comm
 from trainer.config import TrainConfig
 from trainer.data import rank_batch
-from trainer.data_parallel import AdamW, DataParallel
+from trainer.data_parallel import AdamW
 from trainer.flops import default_peak_flops, mfu, parameter_count, training_flops
 from trainer.layers import TPContext
 from trainer.mesh import Mesh
 from trainer.model import GPTStage
+from trainer.moe import make_reducers
 from trainer.pipeline import OneFOneB
 from trainer.trace import SCHEMA, Clock, Tracer
 
@@ -40,6 +41,27 @@ def resolve_device(name: str, local_rank: int) -> torch.device:
         raise ValueError("device=cuda but torch.cuda.is_available() is False: use --device cpu")
     torch.cuda.set_device(local_rank % torch.cuda.device_count())
     return torch.device("cuda", torch.cuda.current_device())
+
+
+def cp_chunk(t: torch.Tensor, cp: int, index: int) -> torch.Tensor:
+    """This context-parallel rank's contiguous chunk of the sequence axis (the last)."""
+    if cp == 1:
+        return t
+    n = t.shape[-1] // cp
+    return t[..., index * n:(index + 1) * n].contiguous()
+
+
+def modern_meta(m, par, coords: dict[str, int]) -> dict[str, Any]:
+    """The ``meta`` keys of context and expert parallelism."""
+    return {"cp": par.cp, "ep": par.ep, "cp_rank": coords["cp"], "ep_rank": coords["ep"]}
+
+
+def modern_model(m) -> dict[str, Any]:
+    """The ``meta.model`` keys of GQA, gated FFN and MoE."""
+    return {"name": m.name, "kv_heads": m.kv_heads, "ffn": m.ffn, "activation": m.activation,
+            "experts": m.experts, "top_k": m.top_k, "moe_ffn_hidden": m.moe_ffn_hidden,
+            "shared_experts": m.shared_experts, "first_dense_layers": m.first_dense_layers,
+            "moe_every": m.moe_every, "moe_layers": m.moe_layers}
 
 
 class Trainer:
@@ -60,13 +82,14 @@ class Trainer:
             trace_path = Path(cfg.trace_dir) / f"trace-rank{mesh.rank}.jsonl"
         self.tracer = Tracer(Clock(cuda), trace_path, enabled=cfg.trace_dir is not None)
         self.comm = Comm(self.tracer, mesh.world_ranks, mesh.rank, cuda)
-        ctx = TPContext(mesh.tp, mesh.rank, self.comm, cfg.seed, self.dtype, device)
+        ctx = TPContext(mesh.tp, mesh.rank, self.comm, cfg.seed, self.dtype, device, cp=mesh.cp,
+                        ep=mesh.ep)
         self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer, par.micro_batch_size)
         opt = AdamW(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
-        self.dp = DataParallel(list(self.stage.parameters()), mesh.dp, self.comm, cfg.dp_reduce,
-                               cfg.bucket_bytes, opt, tied=self.stage.tied_copy(),
-                               embedding_group=mesh.embedding)
-        shape = (par.micro_batch_size, model.seq, model.hidden)
+        # dense parameters over dp x cp, expert parameters over edp x cp (trainer/moe.py)
+        self.dp = make_reducers(self.stage, mesh, self.comm, cfg.dp_reduce, cfg.bucket_bytes, opt,
+                                self.stage.tied_copy())
+        shape = (par.micro_batch_size, model.seq // par.cp, model.hidden)
         self.schedule = OneFOneB(self.stage, mesh, self.comm, self.tracer, self.dp, shape,
                                  self.dtype, device)
         self.step = 0
@@ -85,14 +108,15 @@ class Trainer:
                 "order": par.order, "backend": dist.get_backend() if dist.is_initialized() else None,
                 "device": str(self.device), "dtype": self.cfg.dtype,
                 "model": {"layers": m.layers, "hidden": m.hidden, "heads": m.heads,
-                          "ffn_hidden": m.ffn_hidden, "seq": m.seq, "vocab": m.vocab, "tied": m.tied},
+                          "ffn_hidden": m.ffn_hidden, "seq": m.seq, "vocab": m.vocab, "tied": m.tied,
+                          **modern_model(m)},
                 "micro_batches": par.micro_batches, "micro_batch_size": par.micro_batch_size,
                 "global_batch": par.global_batch, "tp_rank": c["tp"], "pp_rank": c["pp"],
                 "dp_rank": c["dp"], "host": self.host, "local_rank": self.local_rank,
                 "world_rank": self.mesh.to_world(self.mesh.rank), "dp_reduce": self.cfg.dp_reduce,
                 "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed,
                 "parameters": parameter_count(m), "peak_flops": self.peak_flops,
-                "stage_layers": self.stage.layer_ids}
+                "stage_layers": self.stage.layer_ids, **modern_meta(m, par, c)}
 
     # -- one iteration -------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -105,6 +129,8 @@ class Trainer:
         self.tracer.step = self.step
         ids, targets = rank_batch(cfg.seed, self.step, par.global_batch, m.seq, m.vocab, par.dp,
                                   self.mesh.coords["dp"], par.micro_batches)
+        ids, targets = cp_chunk(ids, par.cp, self.mesh.coords["cp"]), cp_chunk(
+            targets, par.cp, self.mesh.coords["cp"])
         ids, targets = ids.to(self.device), targets.to(self.device)
         self._sync()
         t0 = time.perf_counter()
@@ -132,10 +158,11 @@ class Trainer:
         return rec
 
     def _global_loss(self, loss: torch.Tensor | None) -> float:
-        """Mean loss over data-parallel ranks, known on every rank (one small 'other' all-reduce)."""
+        """Mean loss over data- (and context-) parallel ranks, known on every rank (one small
+        'other' all-reduce)."""
         value = torch.zeros(1, dtype=torch.float64, device=self.device)
         if loss is not None and self.mesh.coords["tp"] == 0:
-            value += loss.detach().to(torch.float64) / self.mesh.layout.dp
+            value += loss.detach().to(torch.float64) / (self.mesh.layout.dp * self.mesh.layout.cp)
         if self.mesh.world.size > 1:
             self.comm.all_reduce(value, self.mesh.world, "other")
         return float(value.item())
@@ -171,7 +198,8 @@ class Trainer:
     def _layout(self) -> dict[str, Any]:
         p = self.cfg.parallel
         return {"tp": p.tp, "pp": p.pp, "dp": p.dp, "order": p.order,
-                "micro_batches": p.micro_batches, "global_batch": p.global_batch}
+                "micro_batches": p.micro_batches, "global_batch": p.global_batch,
+                **({"cp": p.cp, "ep": p.ep} if p.cp * p.ep > 1 else {})}
 
     def save(self, root: str) -> None:
         state = {"dp": self.dp.state_dict(), "layout": self._layout(), "config": self.cfg.to_dict()}

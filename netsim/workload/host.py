@@ -71,7 +71,8 @@ def stage_calls(job, model, stage: int) -> tuple[float, float]:
     """
     p, m, tp, dp = job.pp, job.micro_batches, job.tp, job.dp
     first, last = stage == 0, stage == p - 1
-    act = job.micro_batch * model.seq * model.hidden * job.act_bytes
+    cp = getattr(job, "cp", 1)
+    act = job.micro_batch * model.seq // cp * model.hidden * job.act_bytes
     msgs = float(ring_steps("all_reduce", job.world))  # the loss all-reduce, 8 bytes
     bus = 8 * bus_factor("all_reduce", job.world)
     if tp > 1:
@@ -86,23 +87,75 @@ def stage_calls(job, model, stage: int) -> tuple[float, float]:
     if p > 1 and (first or last):
         msgs += ring_steps("all_reduce", 2)
         bus += model.vocab * model.hidden / tp * job.grad_bytes
-    if dp > 1:
-        grad = _stage_params(job, model, stage) / tp * job.grad_bytes
-        buckets = max(1, math.ceil(grad / DP_BUCKET_BYTES))
-        if job.distributed_optimizer:
-            msgs += buckets * (ring_steps("reduce_scatter", dp) + ring_steps("all_gather", dp))
-            bus += 2 * bus_factor("all_gather", dp) * grad
-        else:
-            msgs += buckets * ring_steps("all_reduce", dp)
-            bus += bus_factor("all_reduce", dp) * grad
-    return msgs, bus
+    dense, expert = _stage_params_split(job, model, stage)
+    for params, n in ((dense, dp * cp), (expert, dp * cp // getattr(job, "ep", 1))):
+        if n > 1 and params:
+            m_b = _grad_reduction(job, params / tp * job.grad_bytes, n)
+            msgs, bus = msgs + m_b[0], bus + m_b[1]
+    m_b = _cp_ep_calls(job, model, stage)
+    return msgs + m_b[0], bus + m_b[1]
+
+
+def _grad_reduction(job, grad: float, n: int) -> tuple[float, float]:
+    """Messages and bus bytes of reducing ``grad`` bytes over ``n`` ranks in buckets."""
+    buckets = max(1, math.ceil(grad / DP_BUCKET_BYTES))
+    if job.distributed_optimizer:
+        return (buckets * (ring_steps("reduce_scatter", n) + ring_steps("all_gather", n)),
+                2 * bus_factor("all_gather", n) * grad)
+    return buckets * ring_steps("all_reduce", n), bus_factor("all_reduce", n) * grad
+
+
+def _stage_layer_ids(job, model, stage: int) -> range:
+    per = model.layers // job.pp
+    return range(stage * per, (stage + 1) * per)
+
+
+def _stage_params_split(job, model, stage: int) -> tuple[float, float]:
+    """(dense parameters, this rank's routed-expert parameters) of one stage (before tp):
+    dense ones are reduced over dp x cp, expert ones over the cp x dp / ep ranks that hold
+    the same experts."""
+    moe = model.moe_layers() if getattr(model, "experts", 0) else None
+    ids = _stage_layer_ids(job, model, stage)
+    n_moe = 0 if moe is None else int(sum(bool(moe[i]) for i in ids))
+    dense = (len(ids) - n_moe) * model.layer_params()
+    expert = 0.0
+    if n_moe:
+        own = model.expert_params() / getattr(job, "ep", 1)
+        dense += n_moe * (model.layer_params(True) - model.expert_params())
+        expert = n_moe * own
+    if stage in (0, job.pp - 1):
+        dense += model.vocab * model.hidden
+    return float(dense), float(expert)
 
 
 def _stage_params(job, model, stage: int) -> float:
-    n = model.layers // job.pp * model.layer_params()
-    if stage in (0, job.pp - 1):
-        n += model.vocab * model.hidden
-    return float(n)
+    return float(sum(_stage_params_split(job, model, stage)))
+
+
+def _cp_ep_calls(job, model, stage: int) -> tuple[float, float]:
+    """Ring-attention sends/receives and expert all-to-alls of one rank of ``stage`` per
+    iteration, as the trainer issues them (``docs/trainer.md``): per layer and micro-batch
+    ``cp - 1`` key/value blocks forward, ``cp - 1`` blocks with their gradients and one of
+    gradients backward (each a send and a receive); per MoE layer and micro-batch five
+    all-to-alls (counts, dispatch, combine and the two backward ones), the four token ones
+    of ``b s/cp top_k h`` each."""
+    cp, ep, m = getattr(job, "cp", 1), getattr(job, "ep", 1), job.micro_batches
+    ids = _stage_layer_ids(job, model, stage)
+    msgs = bus = 0.0
+    if cp > 1:
+        kv = (2 * job.micro_batch * model.seq // cp * model.kv * model.dhead * job.act_bytes
+              / job.tp)
+        per_layer_msgs = 2 * (cp - 1) + 2 * cp  # forward and backward, sends and receives
+        per_layer_bus = 2 * (cp - 1) * kv + 2 * ((cp - 1) * 2 * kv + kv)
+        msgs += m * len(ids) * per_layer_msgs
+        bus += m * len(ids) * per_layer_bus
+    if ep > 1 and getattr(model, "experts", 0):
+        moe = model.moe_layers()
+        n_moe = sum(bool(moe[i]) for i in ids)
+        tokens = job.micro_batch * model.seq // cp * model.top_k * model.hidden * job.act_bytes
+        msgs += m * n_moe * 5 * ring_steps("all_to_all", ep)
+        bus += m * n_moe * 4 * tokens * bus_factor("all_to_all", ep)
+    return msgs, bus
 
 
 def host_bound_s(stage_work_s: np.ndarray, grid: np.ndarray, server: np.ndarray,

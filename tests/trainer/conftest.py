@@ -48,3 +48,13 @@ def subprocess_env():
 @pytest.fixture(scope="session")
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture(scope="session")
+def selfcheck_modern(tmp_path_factory):
+    """{case: summary} of ``trainer.selfcheck --suite modern`` (GQA, SwiGLU, MoE/ep, cp; 8 gloo
+    processes, float64, 3 steps) and its dir."""
+    from trainer.selfcheck import run_selfcheck
+
+    out = tmp_path_factory.mktemp("selfcheck_modern")
+    return run_selfcheck(out, steps=3, dtype="float64", suite="modern"), out

@@ -40,7 +40,7 @@ def test_build_mesh_creates_every_group_in_one_order():
     created = []
     lay = Layout(tp=2, dp=2, pp=2)
     mesh = build_mesh(lay, 5, new_group=lambda ranks: created.append(tuple(ranks)) or len(created))
-    assert mesh.coords == {"tp": 1, "dp": 0, "pp": 1}
+    assert mesh.coords == {"tp": 1, "cp": 0, "ep": 0, "dp": 0, "pp": 1}
     assert mesh.tp.ranks == (4, 5) and mesh.dp.ranks == (5, 7) and mesh.pp.ranks == (1, 5)
     assert mesh.embedding.ranks == (1, 5) and mesh.last_stage
     again = []
