@@ -65,9 +65,22 @@ class Tracer:
         self._pending: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # collective end callbacks run on backend threads
         self._file = open(path, "w") if (path is not None and enabled) else None
+        self.compute_hook = None
+        """Fault injection (``trainer.faults``): ``hook(phase, start, end) -> end``."""
+        self.ranges = None
+        """Profiler ranges (``trainer.profiling.Ranges``) while ``--profile`` records."""
 
-    def stamp(self):
+    def stamp(self, open_range: tuple | None = None):
+        """A time stamp; ``open_range`` (phase, name, layer) also opens a profiler range that
+        the matching :meth:`compute` closes."""
+        if open_range is not None and self.ranges is not None:
+            self.ranges.open(open_range, self.microbatch, self.step)
         return self.clock.stamp() if self.enabled else 0.0
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Records of the current step not yet written (a copy)."""
+        with self._lock:
+            return list(self._pending)
 
     def add(self, record: dict[str, Any]) -> None:
         if self.enabled:
@@ -83,6 +96,10 @@ class Tracer:
     def compute(self, phase: str, layer: int | None, start, end, flops: float | None,
                 name: str, microbatch: int | None = None) -> None:
         mb = self.microbatch if microbatch is None else microbatch
+        if self.compute_hook is not None:
+            end = self.compute_hook(phase, start, end)
+        if self.ranges is not None:
+            self.ranges.close((phase, name, layer))
         self.add({"type": "compute", "step": self.step, "phase": phase, "layer": layer,
                   "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops})
 

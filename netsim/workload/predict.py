@@ -19,7 +19,7 @@ with that kind's communication made free; the same with all kinds gives ``total`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,7 +107,8 @@ class _CommTimes:
 def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
             calibration=None, placement: Sequence[int] | None = None,
             comm_model: CommModel | None = None, compute_model: ComputeModel | None = None,
-            progress: Callable[[str], None] | None = None) -> Prediction:
+            progress: Callable[[str], None] | None = None,
+            stragglers: Mapping[int, float] | None = None) -> Prediction:
     """Predict one training iteration of ``job``.
 
     Parameters
@@ -128,6 +129,12 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         Explicit models (override ``calibration``).
     progress : callable, optional
         Called with a short message at each phase.
+    stragglers : mapping of int to float, optional
+        Rank -> slowdown of its compute (``netsim predict --straggler``). A synchronous
+        iteration waits for the slowest replica, so each pipeline stage's compute runs at the
+        largest slowdown of a straggler in that stage (exact for one straggler, or several in
+        one replica or one stage; an upper bound for stragglers in different stages of
+        different replicas).
 
     Returns
     -------
@@ -158,6 +165,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     comm = _comm_times(job, model, grid, loc, comm_model)
     say("pricing compute")
     comp = _compute_times(job, model, hw, compute_model)
+    if stragglers:
+        comp = dataclasses.replace(comp, stage_scale=straggler_stage_scale(job, stragglers))
     say("executing the pipeline")
     crit, run = _iterate(job, comp, comm)
     host = calibration.host_cost() if calibration and hasattr(calibration, "host_cost") \
@@ -175,12 +184,27 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     return pred
 
 
+def straggler_stage_scale(job: JobSpec, stragglers: Mapping[int, float]) -> np.ndarray:
+    """(p,) compute slowdown of each stage: its slowest straggler's (rank order tp-dp-pp)."""
+    scale = np.ones(job.pp)
+    for rank, factor in stragglers.items():
+        if not 0 <= rank < job.world:
+            raise ValueError(f"straggler rank {rank} is outside the job's {job.world} ranks")
+        if not factor > 0:
+            raise ValueError(f"straggler factor of rank {rank} must be positive, got {factor}")
+        stage = rank // (job.tp * job.dp)
+        scale[stage] = max(scale[stage], factor)
+    return scale
+
+
 def _stage_work_s(job: JobSpec, model, comp: _ComputeTimes, host: HostCost) -> np.ndarray:
     """CPU work of one rank of each stage in an iteration (``netsim.workload.host``)."""
     p, m = job.pp, job.micro_batches
     layer = comp.tf + comp.tb + (comp.tf if job.recompute else 0.0)
     work = m * (model.layers // p) * layer + comp.optimizer
     work[-1] += m * (comp.logits_f + comp.logits_b)
+    if comp.stage_scale is not None:
+        work = work * comp.stage_scale
     return work + np.array([host.work_s(*stage_calls(job, model, s)) for s in range(p)])
 
 
@@ -242,6 +266,7 @@ class _ComputeTimes:
     logits_f: float
     logits_b: float
     optimizer: np.ndarray  # (p,)
+    stage_scale: np.ndarray | None = None  # (p,) straggler slowdown of each stage's compute
 
 
 def _compute_times(job: JobSpec, model, hw: HardwareProfile, cm: ComputeModel) -> _ComputeTimes:
@@ -264,10 +289,11 @@ def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float
     tp_f = 2 * comm.tp[stage]  # two all-reduces per layer each way
     e_f = np.maximum(0.0, tp_f - comp.tf) if ov.tp_comm else tp_f
     e_b = np.maximum(0.0, tp_f - comp.tb) if ov.tp_comm else tp_f
-    fwd = lv * (comp.tf + e_f)
-    bwd = lv * (comp.tb + e_b + ((comp.tf + e_f) if job.recompute else 0.0))
-    fwd[-1] += comp.logits_f
-    bwd[-1] += comp.logits_b
+    sc = np.ones(nq) if comp.stage_scale is None else comp.stage_scale[stage]
+    fwd = lv * (sc * comp.tf + e_f)
+    bwd = lv * (sc * comp.tb + e_b + ((sc * comp.tf + e_f) if job.recompute else 0.0))
+    fwd[-1] += sc[-1] * comp.logits_f
+    bwd[-1] += sc[-1] * comp.logits_b
     run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v, blocking_send=not ov.pp_send_recv)
     done = np.empty(p)
     for s in range(p):
@@ -277,7 +303,8 @@ def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float
             t = run.stage_end_s[s] + comm.dp_all[s]
         if s in (0, p - 1) and p > 1:
             t += comm.embedding
-        t = max(t, run.stage_end_s[s]) + comp.optimizer[s]
+        t = max(t, run.stage_end_s[s]) + comp.optimizer[s] * (
+            1.0 if comp.stage_scale is None else comp.stage_scale[s])
         gather = comm.dp_gather[s]
         if ov.dp_param_gather:  # hidden under the next iteration's warm-up forwards
             gather = max(0.0, gather - min(p - s, m) * fwd[s])

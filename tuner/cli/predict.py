@@ -59,6 +59,11 @@ def register(sub) -> argparse.ArgumentParser:
                    help="how collectives are priced: 'flow' runs them on the fabric with the "
                    "flow engine (concurrent groups contend; default with --fabric), 'analytic' "
                    "is alpha-beta per scope (default without --fabric)")
+    p.add_argument("--straggler", action="append", metavar="RANK:FACTOR",
+                   help="what-if: rank RANK computes FACTOR times slower (repeatable)")
+    p.add_argument("--degrade", action="append", metavar="LINK:FACTOR",
+                   help="what-if with --fabric: link u->v (or its id) carries 1/FACTOR of its "
+                   "capacity, e.g. a 400G port trained down to 200G is FACTOR 2 (repeatable)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the flow model's QP numbers (ECMP paths); default 0")
     add_json_flag(p)
@@ -110,12 +115,18 @@ def run(args: argparse.Namespace) -> int:
     hw = get_hardware(job.gpu)
     if args.nic_scale != 1.0:
         hw = hw.scaled_network(args.nic_scale)
+    from netsim.workload.whatif import degrade_links, parse_degrades, parse_stragglers
+
+    stragglers, degrades = parse_stragglers(args.straggler), parse_degrades(args.degrade)
+    if degrades and not args.fabric:
+        raise ValueError("--degrade needs --fabric (it names a link of the fabric)")
     fabric = None
     if args.fabric:
         from topologies import load_fabric
 
         bar.set_description("building fabric")
         fabric = load_fabric(args.fabric)
+        degrade_links(fabric, degrades)
     bar.update(1)
     calibration = None
     if args.calibration:
@@ -136,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         comm_model = FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
                                    progress=bar.set_description)
     pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                   comm_model=comm_model, progress=say)
+                   comm_model=comm_model, progress=say, stragglers=stragglers or None)
     bar.close()
     if args.json:
         out = pred.to_json()
