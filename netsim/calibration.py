@@ -258,6 +258,8 @@ def _clock_offsets(run: TraceRun) -> list[float]:
 
 def _compute_points(run: TraceRun, skip: int,
                     tl: HostTimeline) -> dict[str, list[tuple[float, float]]]:
+    if not run.meta.get("layout_known", True):
+        return {}  # a profiler trace of an unknown job: no FLOPs to fit against (netsim.kineto)
     meta, model = run.meta, model_of(run.meta)
     tp, b = meta["tp"], meta["micro_batch_size"]
     tokens = b * model.seq

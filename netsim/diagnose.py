@@ -44,6 +44,8 @@ STRAGGLER_SLOWDOWN = 1.1
 LINK_SLOWDOWN = 1.5
 """A group this much slower than the other groups of its family is named."""
 MIN_CONFIDENCE = 0.9
+NOISE_SIGMAS = 3.0
+"""A slowdown must stand this many standard errors of its family's noise above 1."""
 
 
 @dataclass
@@ -151,16 +153,27 @@ def sign_confidence(k: int, n: int) -> float:
     return 1.0 - p
 
 
+def noise_sigma(values: np.ndarray) -> float:
+    """Robust spread (1.4826 MAD) of log(value / the step's median over rows), pooled."""
+    logs = np.log(np.maximum(values, 1e-12))
+    dev = (logs - np.median(logs, axis=0)).ravel()
+    return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
+
+
 def outliers(values: np.ndarray, threshold: float) -> list[tuple[int, float, float]]:
     """Rows of ``values`` (members x steps, > 0) above the other rows' median.
 
-    Returns (row, slowdown, confidence) for every row whose median ratio to the median of the
-    other rows is at least ``threshold`` and whose confidence is at least ``MIN_CONFIDENCE``.
+    A row's ratio of a step is its value over the median of the other rows; its slowdown is
+    the median ratio over steps. Returns (row, slowdown, confidence) for every row whose
+    slowdown is at least ``threshold`` and at least ``NOISE_SIGMAS`` standard errors of the
+    step-to-step noise (``noise_sigma``, so noisy families need larger slowdowns), and whose
+    confidence (sign test) is at least ``MIN_CONFIDENCE``.
     """
     rows, n = values.shape
     out = []
     if rows < MIN_PEERS or n == 0:
         return out
+    floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(values) / math.sqrt(n))
     for i in range(rows):
         others = np.median(np.delete(values, i, axis=0), axis=0)
         ok = others > 0
@@ -168,7 +181,7 @@ def outliers(values: np.ndarray, threshold: float) -> list[tuple[int, float, flo
             continue
         ratio = values[i, ok] / others[ok]
         slow = float(np.median(ratio))
-        if slow < threshold:
+        if slow < max(threshold, floor):
             continue
         k = int(np.sum(ratio > 1.0 + (threshold - 1.0) / 2))
         conf = sign_confidence(k, int(ok.sum()))
@@ -322,3 +335,61 @@ def plot_heatmap(d: Diagnosis, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+def scaled_job(job, gpus: int):
+    """``job`` at ``gpus`` GPUs: the same model, tp and pp, data parallelism scaled up (global
+    batch with it)."""
+    import dataclasses
+
+    per = job.tp * job.pp
+    if gpus % per or gpus < per:
+        raise ValueError(f"--at-scale {gpus}: must be a multiple of tp x pp = {per}")
+    dp = gpus // per
+    return dataclasses.replace(job, dp=dp, gpus=0, global_batch=job.batch // job.dp * dp)
+
+
+def _rank_at(job, traced_job, rank: int) -> int:
+    """The rank with the same (tp, pp) coordinates as traced ``rank`` in ``job`` (dp rank 0)."""
+    tp_rank = rank % traced_job.tp
+    stage = rank // (traced_job.tp * traced_job.dp)
+    return tp_rank + stage * job.tp * job.dp
+
+
+def whatifs(run: TraceRun, stragglers: list[Straggler], at_scale: int | None = None,
+            calibration=None) -> list[dict[str, Any]]:
+    """MFU before and after replacing each straggler (and all of them) with a healthy rank,
+    predicted at the traced scale and at ``at_scale`` GPUs.
+
+    The workload model is calibrated on ``run`` itself unless ``calibration`` is given; a
+    straggler's compute is ``slowdown`` times slower (``predict(stragglers=...)``).
+    """
+    from netsim.calibration import fit_calibration, job_from_trace
+    from netsim.workload.predict import predict
+
+    if not stragglers:
+        return []
+    cal = calibration or fit_calibration([run])
+    traced = job_from_trace(run)
+    hw = cal.hardware()
+    jobs = [(traced, "traced")] + ([(scaled_job(traced, at_scale), "at scale")]
+                                   if at_scale else [])
+    out = []
+    for job, label in jobs:
+        factors = {_rank_at(job, traced, s.rank): s.slowdown for s in stragglers}
+
+        def mfu(f: dict[int, float], job=job) -> float:
+            return predict(job, hardware=hw, calibration=cal, stragglers=f or None).mfu
+
+        before = mfu(factors)
+        for s in stragglers:
+            rest = {r: f for r, f in factors.items() if r != _rank_at(job, traced, s.rank)}
+            out.append({"action": f"replace rank {s.rank} ({s.host}, x{s.slowdown:.2f}) on "
+                                  f"{job.world} GPUs ({label})",
+                        "mfu_before": before, "mfu_after": mfu(rest), "gpus": job.world})
+        if len(stragglers) > 1:
+            out.append({"action": f"replace all {len(stragglers)} stragglers on {job.world} "
+                                  f"GPUs ({label})",
+                        "mfu_before": before, "mfu_after": mfu({}), "gpus": job.world})
+    return out

@@ -45,6 +45,8 @@ class TraceRun:
     host: dict[str, Any] = field(default_factory=dict)
     """Optional ``DIR/host.json``: the load on the host during the run (``host_cores``,
     ``available_cores``, ...), written by ``experiments/heldout_accuracy``; may be empty."""
+    notes: list[str] = field(default_factory=list)
+    """What a reader could not identify or had to assume (``netsim.kineto``), for reports."""
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -71,6 +73,7 @@ def read_trace_dir(path: str | Path) -> TraceRun:
     if not files:
         raise ValueError(f"trace {path}: no trace-rank*.jsonl files")
     ranks = [_read_rank(f) for f in files]
+    check_ranks([str(f) for f in files], ranks, str(d))
     summary_path = d / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     host_path = d / "host.json"
@@ -78,6 +81,32 @@ def read_trace_dir(path: str | Path) -> TraceRun:
     if not isinstance(host, dict):
         raise ValueError(f"trace {path}: host.json must hold an object")
     return TraceRun(path=str(d), ranks=ranks, summary=summary, host=host)
+
+
+RUN_KEYS = ("world_size", "tp", "pp", "dp", "model", "global_batch", "micro_batches", "seed")
+
+
+def check_ranks(files: list[str], ranks: list[RankTrace], where: str) -> None:
+    """Raise ValueError unless the files are one run's ranks 0..world-1, each once.
+
+    Mixed runs (a file whose world size, layout, model, batch or seed differs from the first
+    file's), duplicated and missing ranks are named with their files.
+    """
+    ref = ranks[0].meta
+    for f, r in zip(files, ranks, strict=True):
+        diff = [k for k in RUN_KEYS if k in ref and r.meta.get(k) != ref[k]]
+        if diff:
+            raise ValueError(f"{f}: from another run than {files[0]} (differs in "
+                             f"{', '.join(diff)}): keep one run per directory")
+    seen: dict[int, str] = {}
+    for f, r in zip(files, ranks, strict=True):
+        if r.meta["rank"] in seen:
+            raise ValueError(f"{f}: rank {r.meta['rank']} again (also in {seen[r.meta['rank']]})")
+        seen[r.meta["rank"]] = f
+    missing = sorted(set(range(int(ref["world_size"]))) - set(seen))
+    if missing:
+        raise ValueError(f"trace {where}: missing rank(s) {missing} of a world of "
+                         f"{ref['world_size']} (have {len(seen)} files)")
 
 
 def _read_rank(path: Path) -> RankTrace:

@@ -25,8 +25,9 @@ from pathlib import Path
 from netsim.diagnose import diagnose
 from netsim.traces import read_trace_dir
 
-LAYOUTS = ((2, 2, 2), (2, 1, 4), (1, 2, 4))
-"""(tp, pp, dp): every stage has >= 3 ranks, every family of groups >= 3 groups."""
+LAYOUTS = ((2, 2, 2), (2, 1, 4), (2, 4, 1))
+"""(tp, pp, dp): stages of 4, 8 and 2 ranks (the last compared on layer records over all
+ranks); four tp pairs each, the family a slow link is injected in."""
 STEPS = 8
 
 
@@ -55,7 +56,7 @@ class Scenario:
         if self.tp > 1:
             base = 2 * ((self.seed + 1) % 4)
             return base, base + 1
-        r = self.seed % 4  # stage 0 rank r sends to stage 1 rank r + 4 (tp 1, dp 4)
+        r = self.seed % 4  # tp 1: stage 0 rank r sends to stage 1 rank r + 4 (pp 2, dp 4)
         return r, r + 4
 
     def expected(self) -> tuple[list[int], list[list[int]]]:
@@ -79,8 +80,8 @@ class Scenario:
         return args
 
 
-def scenarios(full: bool) -> list[Scenario]:
-    seeds = (1, 2, 3) if full else (1,)
+def scenarios(full: bool, seeds: tuple[int, ...] | None = None) -> list[Scenario]:
+    seeds = seeds or ((1, 2, 3) if full else (1,))
     out = []
     for tp, pp, dp in LAYOUTS:
         for seed in seeds:
@@ -124,11 +125,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="3 seeds, and a x1.2 straggler")
     ap.add_argument("-o", "--out", default="/tmp/diagnose-sweep", help="output directory")
     ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
+    ap.add_argument("--seeds", help="comma list of seeds (default 1; 1,2,3 with --full)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     out = Path(args.out)
     rows = []
-    for sc in scenarios(args.full):
+    seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else None
+    for sc in scenarios(args.full, seeds):
         d = out / sc.name
         if not (args.reuse and (d / "summary.json").exists()):
             t0 = time.perf_counter()

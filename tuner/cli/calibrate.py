@@ -1,7 +1,9 @@
 """``netsim calibrate TRACE... -o calibration.json``: fit the workload model to measurements.
 
 Each TRACE is a trainer ``--trace-dir`` (``trainer-trace/1``) or a ``python -m trainer.bench``
-JSON file (``trainer-bench/1``). Prints every fit with its residuals.
+JSON file (``trainer-bench/1``), or a directory of torch.profiler Chrome traces
+(``netsim.kineto``: the trainer's ``--profile`` or any PyTorch job). Prints every fit with its
+residuals, and on stderr what the reader could not identify.
 """
 
 from __future__ import annotations
@@ -41,13 +43,18 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from netsim.calibration import fit_calibration, fit_host_on_iterations, save_calibration
-    from netsim.traces import TraceRun, read_any
+    from netsim.kineto import read_traces
+    from netsim.traces import TraceRun, read_bench
 
     runs, benches = [], []
     for path in progress(args.traces, desc="reading traces", enabled=sys.stderr.isatty()):
-        item = read_any(path)
+        item = read_traces(path) if Path(path).is_dir() else read_bench(path)
         (runs if isinstance(item, TraceRun) else benches).append(item)
+        for note in getattr(item, "notes", []):
+            print(f"netsim calibrate: {path}: {note}", file=sys.stderr)
     if args.host_cores is not None and not args.host_cores > 0:
         raise ValueError(f"--host-cores must be positive, got {args.host_cores}")
     try:
