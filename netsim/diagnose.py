@@ -8,18 +8,22 @@ section 4):
 - **compute and communication per rank and step**: a rank's compute is the sum of its compute
   records (forward, backward, optimizer) minus the blocking collectives inside them (a forward
   record holds its block's tensor-parallel all-reduces, and waiting there is not compute); its
-  communication is the sum of its blocking collectives (waits included).
+  communication is the sum of its blocking collectives (waits included). Records that carry
+  the thread's CPU time (``cpu_s``: the CPU trainer) count that instead: on a host whose cores
+  the ranks time-slice, wall time measures the scheduler as much as the rank.
 - **stragglers**: ranks of one role (the same pipeline stage: the same work) compared step by
   step with the median of the *other* ranks of the role; ``slowdown`` is the median ratio over
   steps; ``confidence`` is one minus the sign test's p-value of "the rank is above its peers
   by at least half the threshold (5% for stragglers) in k of n steps". When the stages are too small to compare
   (fewer than ``MIN_PEERS`` ranks), the role is every rank and the time is the mean per
   transformer-layer record (the same work on every stage).
-- **slow links**: the calls of one family (kind, operation, bytes; a send and its receive are
-  one call) are compared group against group. A group's time of a step is the *shortest* of
-  its members' median call durations: the member that arrived last waited least, so a late
-  member (a straggler) does not make its group look slow, while a slow link delays every
-  member. Slowdown and confidence as for stragglers.
+- **slow links**: the calls of one family (kind, operation, bytes) are compared group against
+  group. A group's time of a step is the *shortest* of its members' median call durations:
+  the member that arrived last waited least, so a late member (a straggler) does not make its
+  group look slow, while a slow link delays every member. Point-to-point transfers are timed
+  by their sends (sender, receiver), leaving out sends posted together with a receive (the
+  1F1B exchanges wait for both, so such a send's end is the receive's). Slowdown and
+  confidence as for stragglers.
 - **skew at the last data-parallel reduction** of each step: the spread of its start times
   over the members of each DP group (clocks aligned on the world's loss all-reduce), and which
   rank came last.
@@ -41,9 +45,10 @@ MIN_PEERS = 3
 """Smallest role (ranks) or family (groups) compared."""
 STRAGGLER_SLOWDOWN = 1.1
 """A rank this much slower than its peers is named (MegaScale removed hosts ~10% slower)."""
-LINK_SLOWDOWN = 1.5
-"""A group this much slower than the other groups of its family is named."""
-MIN_CONFIDENCE = 0.9
+LINK_SLOWDOWN = 2.0
+"""A group this much slower than the other groups of its family is named (a 400G port
+trained down to 200G doubles its transfers' time)."""
+MIN_CONFIDENCE = 0.99
 NOISE_SIGMAS = 3.0
 """A slowdown must stand this many standard errors of its family's noise above 1."""
 
@@ -132,7 +137,10 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
             j = col.get(c["step"])
             if j is None or c["phase"] not in COMPUTE_PHASES:
                 continue
-            t = max(0.0, c["end_s"] - c["start_s"] - _overlap_s(spans, c["start_s"], c["end_s"]))
+            t = c.get("cpu_s")
+            if t is None:
+                t = max(0.0, c["end_s"] - c["start_s"] - _overlap_s(spans, c["start_s"],
+                                                                    c["end_s"]))
             comp[i, j] += t
             if c.get("name", "layer") == "layer" and c["phase"] != "optimizer":
                 layer_sum[i, j] += t
@@ -145,12 +153,19 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
     return StepTimes(steps=steps, compute_s=comp, comm_s=comm, layer_s=layer)
 
 
-def sign_confidence(k: int, n: int) -> float:
-    """One minus P(at least ``k`` of ``n`` fair coin flips come up heads)."""
+def max_confidence(k: int, n: int, rows: int) -> float:
+    """One minus P(a given row of ``rows`` exchangeable rows is the largest in at least ``k``
+    of ``n`` steps): the binomial tail with p = 1 / rows."""
     if n == 0:
         return 0.0
-    p = sum(math.comb(n, j) for j in range(k, n + 1)) / 2**n
-    return 1.0 - p
+    p = 1.0 / rows
+    tail = sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
+    return 1.0 - tail
+
+
+def sign_confidence(k: int, n: int) -> float:
+    """One minus P(at least ``k`` of ``n`` fair coin flips come up heads)."""
+    return max_confidence(k, n, 2)
 
 
 def noise_sigma(values: np.ndarray) -> float:
@@ -160,20 +175,26 @@ def noise_sigma(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
 
 
-def outliers(values: np.ndarray, threshold: float) -> list[tuple[int, float, float]]:
-    """Rows of ``values`` (members x steps, > 0) above the other rows' median.
+def outliers(values: np.ndarray, threshold: float,
+             leave_one_out: bool = False) -> list[tuple[int, float, float]]:
+    """Rows of ``values`` (members x steps, > 0) slower than the other rows.
 
     A row's ratio of a step is its value over the median of the other rows; its slowdown is
-    the median ratio over steps. Returns (row, slowdown, confidence) for every row whose
-    slowdown is at least ``threshold`` and at least ``NOISE_SIGMAS`` standard errors of the
-    step-to-step noise (``noise_sigma``, so noisy families need larger slowdowns), and whose
-    confidence (sign test) is at least ``MIN_CONFIDENCE``.
+    the median ratio over steps. Its confidence is one minus the chance that an ordinary row
+    (exchangeable with the others) is the largest of all rows, by at least half the threshold,
+    in as many steps as it was (``max_confidence``). Returns (row, slowdown, confidence) for
+    every row whose slowdown is at least ``threshold`` and at least ``NOISE_SIGMAS`` standard
+    errors of the step-to-step noise (``noise_sigma`` over all rows; a median over ``n`` steps
+    has a standard error of 1.2533 sigma / sqrt(n)), and whose confidence is at least
+    ``MIN_CONFIDENCE``. ``leave_one_out``: the noise of a row's test is that of the other
+    rows (when the rows are few, one slow row would widen the pooled spread).
     """
     rows, n = values.shape
     out = []
     if rows < MIN_PEERS or n == 0:
         return out
     floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(values) / math.sqrt(n))
+    top = values.argmax(axis=0)
     for i in range(rows):
         others = np.median(np.delete(values, i, axis=0), axis=0)
         ok = others > 0
@@ -181,10 +202,13 @@ def outliers(values: np.ndarray, threshold: float) -> list[tuple[int, float, flo
             continue
         ratio = values[i, ok] / others[ok]
         slow = float(np.median(ratio))
+        if leave_one_out:
+            rest = np.delete(values, i, axis=0)
+            floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(rest) / math.sqrt(n))
         if slow < max(threshold, floor):
             continue
-        k = int(np.sum(ratio > 1.0 + (threshold - 1.0) / 2))
-        conf = sign_confidence(k, int(ok.sum()))
+        k = int(np.sum((top[ok] == i) & (ratio >= 1.0 + (threshold - 1.0) / 2)))
+        conf = max_confidence(k, int(ok.sum()), rows)
         if conf >= MIN_CONFIDENCE:
             out.append((i, slow, conf))
     return out
@@ -220,12 +244,15 @@ def _call_durations(run: TraceRun, skip: int) -> dict[tuple, dict[tuple, dict[in
     """{family: {group: {step: [per-member median duration]}}}."""
     per: dict[tuple, dict[tuple, dict[tuple, list[float]]]] = defaultdict(
         lambda: defaultdict(lambda: defaultdict(list)))
+    kinds = {c["kind"] for r in run.ranks for c in r.collectives}
+    skip_kinds = {"other"} if kinds & {"tp", "dp"} else set()
     for i, rank in enumerate(run.ranks):
         for c in rank.collectives:
-            if c["step"] < skip or len(c["group"]) < 2:
+            if c["step"] < skip or len(c["group"]) < 2 or c["op"] in ("send", "recv") \
+                    or c["kind"] in skip_kinds:
                 continue
-            op = "p2p" if c["op"] in ("send", "recv") else c["op"]
-            group = tuple(c["group"]) if op == "p2p" else tuple(sorted(c["group"]))
+            op = c["op"]
+            group = tuple(sorted(c["group"]))
             fam = (c["kind"], op, int(c["bytes"]))
             per[fam][group][(c["step"], i)].append(c["end_s"] - c["start_s"])
     out: dict[tuple, dict[tuple, dict[int, list]]] = {}
@@ -251,7 +278,7 @@ def find_slow_links(run: TraceRun, skip: int = 1,
         values = np.array([[min(groups[g][s]) if groups[g].get(s) else np.nan for s in steps]
                            for g in names])
         keep = ~np.isnan(values).any(axis=0)
-        for row, slow, conf in outliers(values[:, keep], threshold):
+        for row, slow, conf in outliers(values[:, keep], threshold, leave_one_out=True):
             out.append(SlowLink(ranks=list(names[row]), slowdown=slow, confidence=conf,
                                 family=f"{kind} {op} {size} B"))
     return _merge_links(out)
@@ -302,8 +329,14 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
     times = step_times(run, skip)
     ranks, hosts = _rank_ids(run)
     d = Diagnosis(times=times, ranks=ranks, hosts=hosts)
-    d.stragglers = find_stragglers(run, times)
     d.slow_links = find_slow_links(run, skip)
+    on_links = {r for sl in d.slow_links for r in sl.ranks}
+    for s in find_stragglers(run, times):
+        if s.rank in on_links:
+            d.notes.append(f"rank {s.rank} computes x{s.slowdown:.2f} slower but is a member of "
+                           "a slow group: attributed to the link")
+        else:
+            d.stragglers.append(s)
     d.dp_skew = last_dp_skew(run, skip)
     if len(times.steps) < 4:
         d.notes.append(f"only {len(times.steps)} steps after the warm-up: confidence is low; "

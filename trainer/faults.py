@@ -2,10 +2,10 @@
 
 ``--inject-slow-rank R --slow-factor F``: every compute record of rank R (a block's, the
 embedding's and the head's forward and backward, the optimizer step) takes F times longer.
-After the work the rank sleeps ``(F - 1) x`` the record's compute time, which is the record's
-duration minus the blocking collectives inside it (a forward or backward record contains its
-block's tensor-parallel all-reduces; those are not compute, and waiting in them is not made
-longer). The sleep releases the CPU, so the other ranks of a shared host do not slow down.
+On CPU, after the work the rank spins for ``(F - 1) x`` the record's thread CPU time: it needs
+F times the CPU, as on a slower core, and a forward or backward record's blocking
+tensor-parallel all-reduces (waits, no CPU of this thread) are not made longer. On CUDA it
+sleeps ``(F - 1) x`` the record's duration minus the blocking collectives inside it.
 
 ``--inject-slow-link R:PEER --link-delay-us D``: R's sends to PEER take D microseconds longer.
 Before R posts a send to PEER, or a collective whose group holds both R and PEER (every ring
@@ -90,16 +90,29 @@ class FaultInjector:
             comm.send_hook = self.delay_send
 
     # -- slow rank -----------------------------------------------------------------------------
-    def stretch(self, phase: str, start, end):
-        """Sleep (F - 1) x the compute time of [start, end]; returns the new end stamp."""
+    def stretch(self, phase: str, start, end, cpu_start: float | None = None):
+        """Make the compute of [start, end] F times longer; returns the new end stamp.
+
+        On CPU (``cpu_start``: the thread's CPU time when the record opened) the thread spins
+        for (F - 1) x the record's CPU time, so it needs F times the CPU, as a slower core
+        would; on a shared host the wall time then stretches with the contention. On CUDA it
+        sleeps (F - 1) x the record's duration minus its blocking collectives, with the
+        stream idle.
+        """
         if phase not in SLOWED_PHASES:
             return end
         clock = self.tracer.clock
-        if clock.cuda:
-            clock._torch.cuda.synchronize()
-        busy = clock.seconds(end) - clock.seconds(start) - self._blocked_s(start, end)
-        extra = (self.cfg.slow_factor - 1.0) * max(busy, 0.0)
-        time.sleep(extra)
+        if cpu_start is not None and not clock.cuda:
+            extra = (self.cfg.slow_factor - 1.0) * max(time.thread_time() - cpu_start, 0.0)
+            until = time.thread_time() + extra
+            while time.thread_time() < until:
+                pass
+        else:
+            if clock.cuda:
+                clock._torch.cuda.synchronize()
+            busy = clock.seconds(end) - clock.seconds(start) - self._blocked_s(start, end)
+            extra = (self.cfg.slow_factor - 1.0) * max(busy, 0.0)
+            time.sleep(extra)
         self.injected_s += extra
         return self.tracer.clock.stamp()
 

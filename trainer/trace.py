@@ -65,6 +65,8 @@ class Tracer:
         self._pending: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # collective end callbacks run on backend threads
         self._file = open(path, "w") if (path is not None and enabled) else None
+        self._cpu_start: dict[tuple, float] = {}
+        """Thread CPU time at the start of each open compute record (CPU runs)."""
         self.compute_hook = None
         """Fault injection (``trainer.faults``): ``hook(phase, start, end) -> end``."""
         self.ranges = None
@@ -75,6 +77,8 @@ class Tracer:
         the matching :meth:`compute` closes."""
         if open_range is not None and self.ranges is not None:
             self.ranges.open(open_range, self.microbatch, self.step)
+        if open_range is not None and self.enabled and not self.clock.cuda:
+            self._cpu_start[open_range] = time.thread_time()
         return self.clock.stamp() if self.enabled else 0.0
 
     def pending(self) -> list[dict[str, Any]]:
@@ -96,12 +100,17 @@ class Tracer:
     def compute(self, phase: str, layer: int | None, start, end, flops: float | None,
                 name: str, microbatch: int | None = None) -> None:
         mb = self.microbatch if microbatch is None else microbatch
+        key = (phase, name, layer)
+        cpu0 = self._cpu_start.pop(key, None)
         if self.compute_hook is not None:
-            end = self.compute_hook(phase, start, end)
+            end = self.compute_hook(phase, start, end, cpu0)
         if self.ranges is not None:
-            self.ranges.close((phase, name, layer))
-        self.add({"type": "compute", "step": self.step, "phase": phase, "layer": layer,
-                  "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops})
+            self.ranges.close(key)
+        rec = {"type": "compute", "step": self.step, "phase": phase, "layer": layer,
+               "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops}
+        if cpu0 is not None:
+            rec["cpu_s"] = time.thread_time() - cpu0
+        self.add(rec)
 
     def flush(self) -> list[dict[str, Any]]:
         """Resolve stamps, write pending records, return them."""
