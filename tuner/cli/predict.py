@@ -29,6 +29,9 @@ def register(sub) -> argparse.ArgumentParser:
         "communication on the fabric) of a GPT model. Flags override the model preset.",
     )
     p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec); flags win")
+    p.add_argument("--like", metavar="TRACE_DIR", default=None,
+                   help="take the job (model, degrees, batch, micro-batches) from a trace; "
+                   "flags win")
     p.add_argument("--model", default=None, help="model preset, e.g. gpt3-175b (default)")
     p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
@@ -90,6 +93,13 @@ def _job_from_args(args: argparse.Namespace):
     return JobSpec.from_dict(data)
 
 
+def _job_overrides(args: argparse.Namespace) -> dict:
+    """The JobSpec fields the flags set (for --like)."""
+    names = ("tp", "pp", "dp", "global_batch", "micro_batch", "seq", "vocab", "virtual_stages",
+             "recompute", "distributed_optimizer")
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+
 def _parse_overlap(text: str, overlap_cls):
     if text == "megascale":
         return overlap_cls.megascale()
@@ -113,6 +123,19 @@ def run(args: argparse.Namespace) -> int:
     bar = progress(total=len(steps) + 2, desc="predict", enabled=sys.stderr.isatty())
     job = _job_from_args(args)
     hw = get_hardware(job.gpu)
+    calibration, avail = None, None
+    if args.calibration:
+        from netsim.calibrated import hardware_for
+        from netsim.calibration import load_calibration
+
+        calibration = load_calibration(args.calibration)
+        hw = hardware_for(calibration, args.gpu)
+    if args.like:
+        from netsim.calibrated import job_like
+
+        job, avail = job_like(args.like, _job_overrides(args))
+    if avail is not None and hw.host_cores < float("inf"):
+        hw = hw.replace(host_cores=min(hw.host_cores, avail))  # the load during that run
     if args.nic_scale != 1.0:
         hw = hw.scaled_network(args.nic_scale)
     from netsim.workload.whatif import degrade_links, parse_degrades, parse_stragglers
@@ -128,11 +151,6 @@ def run(args: argparse.Namespace) -> int:
         fabric = load_fabric(args.fabric)
         degrade_links(fabric, degrades)
     bar.update(1)
-    calibration = None
-    if args.calibration:
-        from netsim.calibration import load_calibration
-
-        calibration = load_calibration(args.calibration)
     placement = _read_placement(args.placement) if args.placement else None
 
     def say(msg: str) -> None:
@@ -153,9 +171,10 @@ def run(args: argparse.Namespace) -> int:
         out = pred.to_json()
         out["fabric"] = fabric.name if fabric is not None else None
         out["comm_model"] = comm
+        out["hardware"] = hw.name
         print_json(out)
         return 0
-    _print_human(pred, fabric, comm)
+    _print_human(pred, fabric, comm, hw.name)
     return 0
 
 
@@ -167,9 +186,9 @@ def _read_placement(path: str) -> list[int]:
             raise ValueError(f"placement file {path}: expected integers (GPU positions)") from None
 
 
-def _print_human(pred, fabric, comm: str) -> None:
+def _print_human(pred, fabric, comm: str, hw_name: str) -> None:
     j = pred.job
-    print(f"{j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, pp {j['pp']}, dp {j['dp']}, "
+    print(f"{j['model']} on {pred.gpus} x {hw_name} (tp {j['tp']}, pp {j['pp']}, dp {j['dp']}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
           f"{fabric.name if fabric is not None else 'synthetic'}, comm model {comm}")
     rows = [("iteration_s", pred.iteration_s), ("tokens_per_s", pred.tokens_per_s),
