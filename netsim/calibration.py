@@ -279,8 +279,7 @@ def _compute_points(run: TraceRun, skip: int,
                 phase = f"optimizer@{rank.meta.get('pp_rank', 0)}"
             if phase is None or c["step"] < skip:
                 continue
-            samples[phase].append(tl.work(i, c["start_s"], c["end_s"])
-                                  - tl.blocked(i, c["start_s"], c["end_s"]))
+            samples[phase].append(_record_work(tl, i, c))
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for key, ts in samples.items():
         if key.startswith("optimizer@"):
@@ -289,6 +288,14 @@ def _compute_points(run: TraceRun, skip: int,
         else:
             out[key].append((x_of[key], float(np.median(ts))))
     return out
+
+
+def _record_work(tl: HostTimeline, i: int, c: dict) -> float:
+    """Dedicated-core seconds of a compute record: its measured thread CPU time when the
+    trainer recorded one (``cpu_s``, CPU runs) and a host model is on, else the timeline's."""
+    if tl.cores < math.inf and c.get("cpu_s") is not None:
+        return float(c["cpu_s"])
+    return tl.work(i, c["start_s"], c["end_s"]) - tl.blocked(i, c["start_s"], c["end_s"])
 
 
 def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
@@ -300,11 +307,12 @@ def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
         for it in _step_spans(rank, skip):
             s, e = it["start_s"], it["end_s"]
             cpu = tl.work(i, s, e) - (1.0 - comm_weight) * tl.blocked(i, s, e)
+            if it.get("cpu_s") is not None:  # the process's measured CPU time of the step
+                cpu = float(it["cpu_s"])
             for c in rank.compute:
                 if c["step"] == it["step"] and c["phase"] in fitted and (
                         c["phase"] == "optimizer" or c.get("name", "layer") in ("layer", "head")):
-                    cpu -= tl.work(i, c["start_s"], c["end_s"]) - tl.blocked(
-                        i, c["start_s"], c["end_s"])
+                    cpu -= _record_work(tl, i, c)
             calls = [c for c in rank.collectives if c["step"] == it["step"]]
             msgs = sum(ring_steps(c["op"], len(c["group"])) for c in calls)
             bus = sum(c["bytes"] * bus_factor(c["op"], len(c["group"])) for c in calls)

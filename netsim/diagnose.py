@@ -15,8 +15,8 @@ section 4):
   step with the median of the *other* ranks of the role; ``slowdown`` is the median ratio over
   steps; ``confidence`` is one minus the sign test's p-value of "the rank is above its peers
   by at least half the threshold (5% for stragglers) in k of n steps". When the stages are too small to compare
-  (fewer than ``MIN_PEERS`` ranks), the role is every rank and the time is the mean per
-  transformer-layer record (the same work on every stage).
+  (fewer than ``MIN_PEERS`` ranks) they are not assessed, and the report says so (comparing
+  across stages measured each stage's place in the pipeline schedule, not its ranks).
 - **slow links**: the calls of one family (kind, operation, bytes) are compared group against
   group. A group's time of a step is the *shortest* of its members' median call durations:
   the member that arrived last waited least, so a late member (a straggler) does not make its
@@ -226,11 +226,8 @@ def find_stragglers(run: TraceRun, times: StepTimes,
     roles = defaultdict(list)
     for i, s in enumerate(stage):
         roles[s].append(i)
-    if min(len(v) for v in roles.values()) >= MIN_PEERS:
-        groups = [(f"stage {s}", idx, times.compute_s[idx]) for s, idx in sorted(roles.items())]
-    else:
-        idx = list(range(len(ranks)))
-        groups = [("layer records, all ranks", idx, times.layer_s)]
+    groups = [(f"stage {s}", idx, times.compute_s[idx]) for s, idx in sorted(roles.items())
+              if len(idx) >= MIN_PEERS]
     out = []
     for role, idx, values in groups:
         for row, slow, conf in outliers(values, threshold):
@@ -329,7 +326,13 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
     times = step_times(run, skip)
     ranks, hosts = _rank_ids(run)
     d = Diagnosis(times=times, ranks=ranks, hosts=hosts)
-    d.slow_links = find_slow_links(run, skip)
+    for sl in find_slow_links(run, skip):
+        echo = next((o for o in d.slow_links if set(o.ranks) & set(sl.ranks)), None)
+        if echo is None:
+            d.slow_links.append(sl)
+        else:
+            d.notes.append(f"group {sl.ranks} is x{sl.slowdown:.2f} slower ({sl.family}) but "
+                           f"shares a rank with the slower group {echo.ranks}: taken as its echo")
     on_links = {r for sl in d.slow_links for r in sl.ranks}
     for s in find_stragglers(run, times):
         if s.rank in on_links:
@@ -338,6 +341,12 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
         else:
             d.stragglers.append(s)
     d.dp_skew = last_dp_skew(run, skip)
+    small = sorted({r.meta.get("pp_rank", 0) for r in run.ranks
+                    if sum(q.meta.get("pp_rank", 0) == r.meta.get("pp_rank", 0)
+                           for q in run.ranks) < MIN_PEERS})
+    if small:
+        d.notes.append(f"stages {small} have fewer than {MIN_PEERS} ranks: their stragglers are "
+                       "not assessed")
     if len(times.steps) < 4:
         d.notes.append(f"only {len(times.steps)} steps after the warm-up: confidence is low; "
                        "trace at least 5 steps")

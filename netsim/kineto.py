@@ -10,11 +10,15 @@ What is recognised (Chrome trace JSON, ``traceEvents`` with ``ph: "X"`` spans in
   ...), the gloo backend's ``gloo:*`` spans on its worker threads (when the operation actually
   ran) and NCCL's ``record_param_comms`` (``Collective name``, ``In msg nelems``, ``dtype``,
   ``Process Group Ranks``) with its ``nccl*Kernel*`` on the GPU (same ``External id``). A
+  data-parallel call posted from inside the autograd engine (a gradient hook) is
+  ``overlapped``. A
   message's size comes from the operator's recorded input shapes and type, or
   ``record_param_comms``' element counts; its group from ``Process Group Ranks``, or from the
   trainer's ``trainer/comm/{kind}/{ranks}`` range around it (gloo records no group);
 - compute: ``record_function`` ranges ``trainer/{phase}/{name}/{layer}/mb{m}`` (the trainer's
-  ``--profile``); other ``record_function`` ranges are listed as unidentified;
+  ``--profile``; the embedding's backward range is dropped: it opens when the embedding's
+  output gradient arrives and no record closes it, integer ids having no gradient); other
+  ``record_function`` ranges are listed as unidentified;
 - the job: the ``trainer_meta`` metadata (the native trace's meta record). Without it the
   model and the layout are unknown: steps, collectives and ranges are still read, calibration
   of compute is not possible, and the run says so in ``notes``.
@@ -156,6 +160,8 @@ def _rank_trace(f: Path, doc: dict, t0: float, notes: list[str]) -> RankTrace:
     unknown: Counter = Counter()
     for e in events:
         m = COMPUTE.match(str(e.get("name", "")))
+        if m and m.group(1, 2) == ("backward", "embedding"):
+            continue  # opened when the embedding's gradient arrives; ids have none: no record
         if m and step_of(e["ts"]) is not None:
             phase, name, layer, mb = m.groups()
             rank.compute.append({"type": "compute", "step": step_of(e["ts"]), "phase": phase,
@@ -204,8 +210,8 @@ def _collectives(f: Path, events: list[dict], meta: dict, step_of, sec,
     """Collective records from c10d operators (+ gloo spans) and record_param_comms."""
     ranges = sorted((e for e in events if COMM.match(str(e.get("name", "")))),
                     key=lambda e: e["ts"])
-    backward = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
-                      if str(e.get("name", "")).startswith("trainer/backward/"))
+    backward = sorted((e["ts"], e["ts"] + e["dur"]) for e in events  # autograd's own spans
+                      if str(e.get("name", "")).startswith("autograd::engine::evaluate_function"))
     gloo = defaultdict(list)
     for e in sorted(events, key=lambda e: e["ts"]):
         name = str(e.get("name", ""))

@@ -78,7 +78,9 @@ class Tracer:
         if open_range is not None and self.ranges is not None:
             self.ranges.open(open_range, self.microbatch, self.step)
         if open_range is not None and self.enabled and not self.clock.cuda:
-            self._cpu_start[open_range] = time.thread_time()
+            # the step: the whole process (backend threads too); a compute record: this thread
+            cpu = time.process_time if open_range[0] == "iteration" else time.thread_time
+            self._cpu_start[open_range] = cpu()
         return self.clock.stamp() if self.enabled else 0.0
 
     def pending(self) -> list[dict[str, Any]]:
@@ -109,7 +111,8 @@ class Tracer:
         rec = {"type": "compute", "step": self.step, "phase": phase, "layer": layer,
                "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops}
         if cpu0 is not None:
-            rec["cpu_s"] = time.thread_time() - cpu0
+            cpu = time.process_time if phase == "iteration" else time.thread_time
+            rec["cpu_s"] = cpu() - cpu0
         self.add(rec)
 
     def flush(self) -> list[dict[str, Any]]:

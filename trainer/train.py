@@ -123,7 +123,7 @@ class Trainer:
         ids, targets = ids.to(self.device), targets.to(self.device)
         self._sync()
         t0 = time.perf_counter()
-        start = self.tracer.stamp()
+        start = self.tracer.stamp(open_range=("iteration", "iteration", None))
         loss = self.schedule.run(ids, targets)
         opt_start = self.tracer.stamp(open_range=("optimizer", "optimizer", None))
         self.dp.step()
