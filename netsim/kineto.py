@@ -221,9 +221,12 @@ def _collectives(f: Path, events: list[dict], meta: dict, step_of, sec,
                if e.get("cat") == "kernel" and "nccl" in str(e.get("name", "")).lower()}
     ops = sorted((e for e in events if str(e.get("name", "")).startswith("c10d::")
                   or e.get("name") == "record_param_comms"), key=lambda e: e["ts"])
+    rpc = sorted(e["ts"] for e in ops if e["name"] == "record_param_comms")
     out, unmatched, no_group = [], Counter(), 0
     ri = 0
     for e in ops:
+        if e["name"] != "record_param_comms" and _holds(rpc, e):
+            continue  # the c10d operator around a record_param_comms: that one describes it
         rec = _op_record(e, kernels)
         if rec is None:
             unmatched[e["name"]] += 1
@@ -256,6 +259,14 @@ def _collectives(f: Path, events: list[dict], meta: dict, step_of, sec,
         notes.append(f"{no_group} collective calls on rank {meta['rank']} without a recorded "
                      "process group (gloo records none): left out of the per-scope fits")
     return out
+
+
+def _holds(sorted_ts: list[float], e: dict) -> bool:
+    """Whether one of ``sorted_ts`` falls inside the span of ``e``."""
+    import bisect
+
+    i = bisect.bisect_left(sorted_ts, e["ts"])
+    return i < len(sorted_ts) and sorted_ts[i] <= e["ts"] + e.get("dur", 0)
 
 
 def _op_record(e: dict, kernels: dict) -> tuple[str, int | None, list[int], float | None] | None:

@@ -136,6 +136,9 @@ def test_kineto_reader_on_a_profiler_document(tmp_path):
     for rank in range(2):
         ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1,
                "tid": 1, "ts": 1000.0, "dur": 5000.0},
+              {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1,
+               "ts": 1090.0, "dur": 40.0, "args": {"Input Dims": [[[1024]]],
+                                                   "Input type": ["TensorList"]}},
               {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1,
                "ts": 1100.0, "dur": 10.0,
                "args": {"Collective name": "allreduce", "In msg nelems": 1024,
@@ -149,6 +152,7 @@ def test_kineto_reader_on_a_profiler_document(tmp_path):
                                                       "world_size": 2}}
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(doc))
     run = read_traces(tmp_path)
+    assert len(run.ranks[1].collectives) == 1  # the c10d op around it is not counted twice
     c = run.ranks[1].collectives[0]
     assert (c["op"], c["bytes"], c["group"], c["step"]) == ("all_reduce", 4096, [0, 1], 4)
     assert c["end_s"] - c["start_s"] == pytest.approx(320e-6)
