@@ -134,8 +134,8 @@ def _rank_trace(f: Path, doc: dict, t0: float, notes: list[str]) -> RankTrace:
     meta["source"] = str(f)
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and isinstance(
         e.get("ts"), (int, float))]
-    steps = sorted(((e["ts"], e["ts"] + e.get("dur", 0), int(STEP.match(e["name"]).group(1)))
-                    for e in events if STEP.match(str(e.get("name", "")))))
+    steps = sorted((e["ts"], e["ts"] + e.get("dur", 0), int(STEP.match(e["name"]).group(1)))
+                    for e in events if STEP.match(str(e.get("name", ""))))
     if not steps:
         notes.append(f"{f}: no ProfilerStep# ranges (prof.step() not called): one step assumed")
         lo = min(e["ts"] for e in events) if events else 0.0

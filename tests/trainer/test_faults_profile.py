@@ -92,18 +92,20 @@ def test_kineto_traces_hold_what_the_native_ones_hold(straggler_run):
     assert [r.meta["rank"] for r in kin.ranks] == list(range(8))
     steps = sorted({it["step"] for it in kin.ranks[0].iterations})
     assert steps == list(range(2, STEPS))
+
+    def calls(rank, step):
+        return Counter((c["op"], c["kind"], c["bytes"], tuple(c["group"]))
+                       for c in rank.collectives if c["step"] == step
+                       and len(c["group"]) < 8)  # the float64 loss: gloo records no dtype
+
+    def comp(rank, step):
+        return Counter((c["phase"], c.get("name"), c["layer"], c.get("microbatch"))
+                       for c in rank.compute if c["step"] == step and c["phase"] != "iteration")
+
     for nr, kr in zip(native.ranks, kin.ranks, strict=True):
         for step in steps:
-            def calls(rank):
-                return Counter((c["op"], c["kind"], c["bytes"], tuple(c["group"]))
-                               for c in rank.collectives if c["step"] == step
-                               and len(c["group"]) < 8)  # the float64 loss: no dtype recorded
-            def comp(rank):
-                return Counter((c["phase"], c.get("name"), c["layer"], c.get("microbatch"))
-                               for c in rank.compute if c["step"] == step
-                               and c["phase"] != "iteration")
-            assert calls(kr) == calls(nr)
-            assert comp(kr) == comp(nr)
+            assert calls(kr, step) == calls(nr, step)
+            assert comp(kr, step) == comp(nr, step)
         dp_native = sum(c["overlapped"] for c in nr.collectives if c["step"] in steps)
         assert sum(c["overlapped"] for c in kr.collectives) == dp_native
 
