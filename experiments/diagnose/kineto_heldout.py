@@ -53,8 +53,8 @@ def evaluate(dirs: dict[str, list[Path]], fmt: str) -> list[dict]:
             if fmt == "native-no-cpu":  # what the profiler cannot record: thread CPU time
                 run = read_trace_dir(d)
                 for rank in run.ranks:
-                    for c in rank.compute:
-                        c.pop("cpu_s", None)
+                    for rec in rank.compute:
+                        rec.pop("cpu_s", None)
             run.host = native.host  # host.json: the load during the run, for both formats
             runs[c.name].append((native, run))
     cal_runs = [r for c in CONFIGS if c.calibrate for _, r in runs[c.name]]
