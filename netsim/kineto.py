@@ -85,7 +85,9 @@ def read_kineto_dir(path: str | Path) -> TraceRun:
     ranks = [_rank_trace(f, doc, t0, notes) for f, doc in docs]
     ranks.sort(key=lambda r: r.meta["rank"])
     check_ranks([str(f) for f, _ in docs], ranks, str(d))
-    run = TraceRun(path=str(d), ranks=ranks, summary={})
+    # steps are numbered from the job's start (the trainer sets the profiler's step to its own)
+    run = TraceRun(path=str(d), ranks=ranks,
+                   summary={"start_step": int(ranks[0].meta.get("start_step", 0))})
     run.notes = _dedupe(notes)
     return run
 

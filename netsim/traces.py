@@ -55,9 +55,13 @@ class TraceRun:
         return self.ranks[0].meta
 
     def iteration_s(self, skip: int = 1) -> list[float]:
-        """Measured iteration times of rank 0, the first ``skip`` (warm-up) steps dropped."""
-        its = [r["iteration_s"] for r in self.ranks[0].iterations]
-        return its[skip:] if len(its) > skip else its
+        """Measured iteration times of rank 0, the first ``skip`` (warm-up) steps of the
+        process dropped: steps before ``summary.start_step + skip`` (a profiler trace that
+        starts recording after the warm-up keeps all its steps)."""
+        its = self.ranks[0].iterations
+        first = int(self.summary.get("start_step", its[0]["step"] if its else 0))
+        kept = [r["iteration_s"] for r in its if r["step"] >= first + skip]
+        return kept or [r["iteration_s"] for r in its]
 
 
 def read_trace_dir(path: str | Path) -> TraceRun:
