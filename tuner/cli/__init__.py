@@ -35,6 +35,7 @@ SUBCOMMANDS = (
     "recommend",
     "probe",
     "sweep",
+    "diagnose",
 )
 
 

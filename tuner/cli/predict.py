@@ -29,6 +29,9 @@ def register(sub) -> argparse.ArgumentParser:
         "communication on the fabric) of a GPT model. Flags override the model preset.",
     )
     p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec) or packaged job name; flags win")
+    p.add_argument("--like", metavar="TRACE_DIR", default=None,
+                   help="take the job (model, degrees, batch, micro-batches) from a trace; "
+                   "flags win")
     p.add_argument("--model", default=None,
                    help="model preset (gpt3-175b default, llama3-405b, deepseek-v3, ...) or a "
                    "transformers config.json path")
@@ -61,6 +64,11 @@ def register(sub) -> argparse.ArgumentParser:
                    help="how collectives are priced: 'flow' runs them on the fabric with the "
                    "flow engine (concurrent groups contend; default with --fabric), 'analytic' "
                    "is alpha-beta per scope (default without --fabric)")
+    p.add_argument("--straggler", action="append", metavar="RANK:FACTOR",
+                   help="what-if: rank RANK computes FACTOR times slower (repeatable)")
+    p.add_argument("--degrade", action="append", metavar="LINK:FACTOR",
+                   help="what-if with --fabric: link u->v (or its id) carries 1/FACTOR of its "
+                   "capacity, e.g. a 400G port trained down to 200G is FACTOR 2 (repeatable)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the flow model's QP numbers (ECMP paths); default 0")
     from tuner.jobs import add_modern_arguments
@@ -92,6 +100,13 @@ def _job_from_args(args: argparse.Namespace):
     return JobSpec.from_dict(data)
 
 
+def _job_overrides(args: argparse.Namespace) -> dict:
+    """The JobSpec fields the flags set (for --like)."""
+    names = ("tp", "pp", "dp", "global_batch", "micro_batch", "seq", "vocab", "virtual_stages",
+             "recompute", "distributed_optimizer")
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+
 def _parse_overlap(text: str, overlap_cls):
     if text == "megascale":
         return overlap_cls.megascale()
@@ -115,20 +130,34 @@ def run(args: argparse.Namespace) -> int:
     bar = progress(total=len(steps) + 2, desc="predict", enabled=sys.stderr.isatty())
     job = _job_from_args(args)
     hw = get_hardware(job.gpu)
+    calibration, avail = None, None
+    if args.calibration:
+        from netsim.calibrated import hardware_for
+        from netsim.calibration import load_calibration
+
+        calibration = load_calibration(args.calibration)
+        hw = hardware_for(calibration, args.gpu)
+    if args.like:
+        from netsim.calibrated import job_like
+
+        job, avail = job_like(args.like, _job_overrides(args))
+    if avail is not None and hw.host_cores < float("inf"):
+        hw = hw.replace(host_cores=min(hw.host_cores, avail))  # the load during that run
     if args.nic_scale != 1.0:
         hw = hw.scaled_network(args.nic_scale)
+    from netsim.workload.whatif import degrade_links, parse_degrades, parse_stragglers
+
+    stragglers, degrades = parse_stragglers(args.straggler), parse_degrades(args.degrade)
+    if degrades and not args.fabric:
+        raise ValueError("--degrade needs --fabric (it names a link of the fabric)")
     fabric = None
     if args.fabric:
         from topologies import load_fabric
 
         bar.set_description("building fabric")
         fabric = load_fabric(args.fabric)
+        degrade_links(fabric, degrades)
     bar.update(1)
-    calibration = None
-    if args.calibration:
-        from netsim.calibration import load_calibration
-
-        calibration = load_calibration(args.calibration)
     placement = _read_placement(args.placement) if args.placement else None
 
     def say(msg: str) -> None:
@@ -143,15 +172,16 @@ def run(args: argparse.Namespace) -> int:
         comm_model = FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
                                    progress=bar.set_description)
     pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                   comm_model=comm_model, progress=say)
+                   comm_model=comm_model, progress=say, stragglers=stragglers or None)
     bar.close()
     if args.json:
         out = pred.to_json()
         out["fabric"] = fabric.name if fabric is not None else None
         out["comm_model"] = comm
+        out["hardware"] = hw.name
         print_json(out)
         return 0
-    _print_human(pred, fabric, comm)
+    _print_human(pred, fabric, comm, hw.name)
     return 0
 
 
@@ -175,10 +205,10 @@ def _read_placement(path: str) -> list[int]:
             raise ValueError(f"placement file {path}: expected integers (GPU positions)") from None
 
 
-def _print_human(pred, fabric, comm: str) -> None:
+def _print_human(pred, fabric, comm: str, hw_name: str) -> None:
     j = pred.job
     sc = pred.schedule
-    print(f"{pred.model_name or j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, "
+    print(f"{pred.model_name or j['model']} on {pred.gpus} x {hw_name} (tp {j['tp']}, "
           f"cp {j.get('cp', 1)}, ep {j.get('ep', 1)}, pp {j['pp']}, dp {j['dp']}"
           f"{', sp' if j.get('sequence_parallel') else ''}{', fsdp' if j.get('fsdp') else ''}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
