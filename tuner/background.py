@@ -338,3 +338,50 @@ def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=N
         out.background.append({"name": b.name, "iteration_s_alone": alone,
                                "iteration_s_shared": shared, "slowdown": shared / alone})
     return out
+
+
+# ------------------------------------------------------------------------------ busy uplinks
+
+def busy_uplinks(fabric, batches: list, hw=None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """How busy the background keeps each ToR's uplinks and each pod's core links.
+
+    All background commodities share the fabric in one max-min allocation (persistent, as in
+    ``SharedFabricCommModel``); a link's utilisation is the load on it over its capacity. A
+    ToR's figure is the mean utilisation of its up- and downlinks to the aggs (the larger of
+    the two directions), a pod's that of its aggs' links to the cores. Returns
+    ``(tor_busy, pod_busy)``, indexed by ToR and pod ordinal, in [0, 1].
+    """
+    from netsim.flow import link_load
+    from netsim.hardware import get_hardware
+
+    w = fabric.wiring
+    tors, pods = len(w.tor_pod), w.pods
+    if not batches:
+        return np.zeros(tors), np.zeros(pods)
+    model = SharedFabricCommModel(fabric, hw or get_hardware("a100"), batches, seed=seed)
+    parts = model._background_inc()
+    if not parts:
+        return np.zeros(tors), np.zeros(pods)
+    from netsim.flow.maxmin import Incidence
+
+    off = np.cumsum([0] + [p.num_flows for p in parts])
+    inc = Incidence._build(fabric.num_links, int(off[-1]),
+                           *(np.concatenate(x) for x in (
+                               [p.e_flow + o for p, o in zip(parts, off, strict=False)],
+                               [p.e_link for p in parts], [p.e_weight for p in parts],
+                               [p.e_count for p in parts])))
+    cap = np.asarray(fabric.link_capacity_bps, np.float64)
+    util = link_load(inc, model.sharing.rates(inc, cap)) / cap
+    up = util[w.tor_up].mean(axis=1)
+    down = np.zeros(tors)
+    for t in range(tors):
+        links = w.agg_down[:, w.tor_pos[t]]
+        links = links[(links >= 0) & (w.agg_pod == w.tor_pod[t])]
+        down[t] = util[links].mean() if links.size else 0.0
+    tor_busy = np.minimum(np.maximum(up, down), 1.0)
+    pod_busy = np.zeros(pods)
+    if w.agg_up.size and w.agg_up.shape[1]:
+        per_agg = util[w.agg_up].mean(axis=1)
+        pod_busy = np.minimum(np.bincount(w.agg_pod, weights=per_agg, minlength=pods)
+                              / np.maximum(np.bincount(w.agg_pod, minlength=pods), 1), 1.0)
+    return tor_busy, pod_busy

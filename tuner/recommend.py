@@ -44,6 +44,7 @@ class RecommendOptions:
     workers: int = 2
     place_iterations: int = 3000
     adaptive_retrans: bool = False
+    background: list = field(default_factory=list)  # tuner.background.BackgroundJob s
 
 
 @dataclass
@@ -139,9 +140,11 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     places = placement.compare_strategies(fabric, job, opts.free_servers, seed=opts.seed,
                                           calibration=opts.calibration,
                                           search_iterations=opts.place_iterations,
-                                          strategies=("topo", "linear"))
+                                          strategies=("topo", "linear"),
+                                          background=opts.background)
     topo, linear = places["topo"], places["linear"]
-    place_verdict = placement.verdict(places)
+    place_verdict = placement.verdict(places) + "; " + placement.load_context(
+        fabric, job, linear.gpu_of_rank, opts.background, opts.seed)
     settings.append(Setting(
         "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
@@ -242,10 +245,12 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
 
     say("iteration time", 0.95)
     base_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration, qps=1,
-                                            seed=opts.seed)
+                                            seed=opts.seed, background=opts.background)
     rec_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration,
-                                           qps=qp.qps, seed=opts.seed)
+                                           qps=qp.qps, seed=opts.seed,
+                                           background=opts.background)
     t_def, t_rec = base_score(linear.gpu_of_rank), rec_score(topo.gpu_of_rank)
+    t_rec = _never_worse_qps(settings, env, qp.qps, t_rec, base_score(topo.gpu_of_rank))
     summary = {
         "fabric": fabric.name, "job": f"{job.model} tp={job.tp} pp={job.pp} dp={job.dp} "
         f"({job.world} GPUs) on {job.gpu}",
@@ -280,6 +285,22 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
                  "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
                                 "design_flap_s": rt.design_flap_s,
                                 "default": _rt_json(rt.default), "recommended": _rt_json(rt.recommended)}})
+
+
+def _never_worse_qps(settings: list, env: dict, qps: int, t_qps: float, t_one: float) -> float:
+    """Keep 1 QP when the iteration predicted with ``qps`` QPs is slower than with 1 (the QP
+    search ranks collision slowdowns; the iteration time is what the user gets)."""
+    if qps == 1 or t_qps <= t_one:
+        return t_qps
+    env["NCCL_IB_QPS_PER_CONNECTION"] = "1"
+    import dataclasses
+
+    for i, st in enumerate(settings):
+        if st.name == "NCCL_IB_QPS_PER_CONNECTION":
+            settings[i] = dataclasses.replace(
+                st, recommended=1, reason=st.reason + f"; kept 1: the predicted iteration with "
+                f"{qps} QPs ({t_qps:.4f} s) is slower than with 1 ({t_one:.4f} s)")
+    return t_one
 
 
 def _rt_json(r) -> dict:
