@@ -498,7 +498,10 @@ def verdict(results: dict[str, Placement]) -> str:
     times = t.iteration_s is not None and lin.iteration_s is not None
     change = (lin.iteration_s / t.iteration_s - 1) if times else 0.0
     packed = t.extra.get("candidates", {}).get("packed")
-    if same and packed is not None and packed["cross_tor_bytes"] < lin.cross_tor_bytes * (1 - 1e-9):
+    if same and abs(change) >= SCORE_RTOL:
+        out = (f"topo vs linear: the same {lin.cross_tor_bytes / gb:.1f} GB cross-ToR per "
+               "iteration, on other servers (uplinks the background leaves free)")
+    elif same and packed is not None and packed["cross_tor_bytes"] < lin.cross_tor_bytes * (1 - 1e-9):
         out = (f"topo gives no gain over linear: the layouts with fewer cross-ToR bytes are not "
                f"predicted faster (packed: {packed['cross_tor_bytes'] / gb:.1f} GB cross-ToR, "
                f"{packed['score']:.4f} s; scheduler's order: {lin.cross_tor_bytes / gb:.1f} GB), "

@@ -130,3 +130,31 @@ def test_cli_predict_background_json(tiny, tmp_path, capsys):
     bad.write_text("jobs:\n  - {name: a, job: job.yaml, gpus: \"16-23,48-55\"}\n")
     assert main(args + ["--background", str(bad)]) == 2
     assert "used by both" in capsys.readouterr().err
+
+
+# 16 servers, four ToR sets of 4, one 200G uplink per ToR (7:1)
+QUAD = Clos3Spec(name="quad-7to1", servers=16, switch_radix=8, port_speed_gbps=200,
+                 tor_downlink_split=1, tor_down_up=(7, 1), agg_down_up=(1, 1),
+                 servers_per_tor_group=4)
+
+
+def test_topo_placement_avoids_busy_uplinks():
+    """A background job on servers 0 and 4 keeps the uplinks of ToR sets A and B busy. The
+    scheduler lists one free server per set (1, 5, 9, 13): linear takes 1 and 5, across both
+    busy sets; topo takes 9 and 13, under the idle sets, and is predicted as fast as alone."""
+    from tuner.placement import compare_strategies, verdict
+
+    quad = clos3(QUAD)
+    bg = [BackgroundJob("b", JOB, on([0, 4]))]
+    res = compare_strategies(quad, JOB, [1, 5, 9, 13], seed=0, search_iterations=300,
+                             background=bg)
+    servers = {k: sorted(set((p.gpu_of_rank // 8).tolist())) for k, p in res.items()}
+    assert servers["linear"] == [1, 5]
+    assert servers["topo"] == [9, 13]
+    alone = predict(JOB, quad, A100, placement=res["topo"].gpu_of_rank,
+                    comm_model=FlowCommModel(quad, A100))
+    assert res["topo"].iteration_s == pytest.approx(alone.iteration_s, rel=1e-9)
+    assert res["linear"].iteration_s > res["topo"].iteration_s * 1.1
+    assert "quieter" not in verdict(res) and "background leaves free" in verdict(res)
+    # the background's servers are never handed out
+    assert not set(servers["random"]) & {0, 4}
