@@ -201,12 +201,24 @@ class SharedFabricCommModel(FlowCommModel):
 
     drop_dominated = False  # links are dropped after the merge, on the whole traffic
 
-    def __init__(self, fabric, hw, background: list, **kwargs) -> None:
+    def __init__(self, fabric, hw, background: list, cache: dict | None = None,
+                 **kwargs) -> None:
         super().__init__(fabric, hw, **kwargs)
         self.background = list(background)
+        if cache is not None:  # plans and builds shared by models of one fabric, hw and seed
+            self._plans = cache.setdefault("plans", {})
+            self._built = cache.setdefault("built", {})
+            self._paths = cache.get("paths")
+            self._cache = cache
         self._bg = None
         self._merged: dict[int, _Merged] = {}
         self._shared_rate: dict[int, np.ndarray] = {}
+
+    def _fabric_paths(self):
+        paths = super()._fabric_paths()
+        if getattr(self, "_cache", None) is not None:
+            self._cache["paths"] = paths
+        return paths
 
     def _background_inc(self):
         """One incidence of every background commodity (built once)."""
@@ -297,22 +309,23 @@ class SharedPrediction:
 
 
 def comm_model(fabric, hw, background_batches: list, seed: int = 0, overrides=None,
-               progress=None) -> FlowCommModel:
+               progress=None, cache: dict | None = None) -> FlowCommModel:
     """The flow comm model of a job sharing the fabric with ``background_batches`` (the
     plain ``FlowCommModel`` when there are none: the prediction is then exactly the plain
     one)."""
     if not background_batches:
         return FlowCommModel(fabric, hw, seed=seed, overrides=overrides, progress=progress)
-    return SharedFabricCommModel(fabric, hw, background_batches, seed=seed, overrides=overrides,
-                                 progress=progress)
+    return SharedFabricCommModel(fabric, hw, background_batches, cache=cache, seed=seed,
+                                 overrides=overrides, progress=progress)
 
 
 def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=None,
                    calibration=None, seed: int = 0, progress=None,
-                   background_effect: bool = True) -> SharedPrediction:
+                   background_effect: bool = True, cache: dict | None = None) -> SharedPrediction:
     """Predict ``job`` at ``placement`` with ``background`` on the fabric; with
     ``background_effect``, also each background job's iteration alone and shared (with the
-    new job and the other background jobs as its background)."""
+    new job and the other background jobs as its background). ``cache``: a dict kept across
+    calls on one fabric, hardware and seed (a replay) to reuse the jobs' connection builds."""
     from netsim.hardware import get_hardware
     from netsim.workload import predict
 
@@ -321,7 +334,7 @@ def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=N
     overrides = calibration.comm_model(hw).overrides if calibration else None
     traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
     cm = comm_model(fabric, hw, [x for v in traffic.values() for x in v], seed, overrides,
-                    progress)
+                    progress, cache)
     pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
                    comm_model=cm)
     out = SharedPrediction(pred)
@@ -342,7 +355,8 @@ def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=N
 
 # ------------------------------------------------------------------------------ busy uplinks
 
-def busy_uplinks(fabric, batches: list, hw=None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def busy_uplinks(fabric, batches: list, hw=None, seed: int = 0,
+                 cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """How busy the background keeps each ToR's uplinks and each pod's core links.
 
     All background commodities share the fabric in one max-min allocation (persistent, as in
@@ -358,7 +372,8 @@ def busy_uplinks(fabric, batches: list, hw=None, seed: int = 0) -> tuple[np.ndar
     tors, pods = len(w.tor_pod), w.pods
     if not batches:
         return np.zeros(tors), np.zeros(pods)
-    model = SharedFabricCommModel(fabric, hw or get_hardware("a100"), batches, seed=seed)
+    model = SharedFabricCommModel(fabric, hw or get_hardware("a100"), batches, cache=cache,
+                                  seed=seed)
     parts = model._background_inc()
     if not parts:
         return np.zeros(tors), np.zeros(pods)

@@ -451,7 +451,7 @@ def iteration_scorer(fabric, job, hardware=None, calibration=None, qps: int = 1,
 
 
 def background_locality(fabric, background: list | None, seed: int = 0,
-                        loc: GpuLocality | None = None) -> GpuLocality:
+                        loc: GpuLocality | None = None, cache: dict | None = None) -> GpuLocality:
     """The fabric's locality with the background jobs' busy uplinks (if there are any)."""
     from tuner.background import busy_uplinks, network_batches
 
@@ -459,7 +459,7 @@ def background_locality(fabric, background: list | None, seed: int = 0,
     if not background:
         return loc
     batches = [b for j in background for b in network_batches(j.job, j.gpu_of_rank)]
-    return loc.with_busy(*busy_uplinks(fabric, batches, seed=seed))
+    return loc.with_busy(*busy_uplinks(fabric, batches, seed=seed, cache=cache))
 
 
 def free_of_background(fabric, background: list | None,
