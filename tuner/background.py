@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.workload.flowcomm import OPS, FlowCommModel, _drop_dominated, _rounds
+from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ class SharedFabricCommModel(FlowCommModel):
     and ECMP paths) and join each run as persistent commodities (module docstring).
     """
 
-    drop_dominated = False  # links are dropped after the merge, on the whole traffic
+    drop_dominated = False  # a link another implies for the batch alone may carry background
 
     def __init__(self, fabric, hw, background: list, cache: dict | None = None,
                  **kwargs) -> None:
@@ -238,22 +238,20 @@ class SharedFabricCommModel(FlowCommModel):
         return self._bg
 
     def _merge(self, built) -> _Merged:
+        """The batch's commodities first, then the background commodities connected to them
+        through shared links (max-min splits over connected components, so the others cannot
+        change the batch's rates: leaving them out is exact and saves time)."""
         from netsim.flow.maxmin import Incidence
 
         key = id(built)
         if key not in self._merged:
             own = built.inc
-            flows, links, weights, counts, n = [own.e_flow], [own.e_link], [own.e_weight], \
-                [own.e_count], own.num_flows
-            for inc in self._background_inc():
-                flows.append(inc.e_flow + n)
-                links.append(inc.e_link)
-                weights.append(inc.e_weight)
-                counts.append(inc.e_count)
-                n += inc.num_flows
-            merged = Incidence._build(own.num_links, n, *(np.concatenate(x) for x in
-                                                          (flows, links, weights, counts)))
-            merged = _drop_dominated(merged, built.capacity_bps)
+            flow, link, weight, count = _connected(own, self._background_inc())
+            n = own.num_flows + (int(flow.max()) + 1 if flow.size else 0)
+            merged = Incidence._build(own.num_links, n,
+                                      np.r_[own.e_flow, flow + own.num_flows],
+                                      np.r_[own.e_link, link], np.r_[own.e_weight, weight],
+                                      np.r_[own.e_count, count])
             persistent = np.arange(n) >= own.num_flows
             self._merged[key] = _Merged(merged, own.num_flows, persistent)
         return self._merged[key]
@@ -291,6 +289,32 @@ class SharedFabricCommModel(FlowCommModel):
             persistent=m.persistent)
         res = run_fluid(problem, self.sharing)
         return np.asarray(res.chain_end_ps[:built.num_calls], np.float64) / PS_PER_S
+
+
+def _connected(own, parts: list):
+    """Entries (flow renumbered from 0, link, weight, count) of the background commodities
+    in ``parts`` that reach ``own``'s links through a chain of shared links."""
+    if not parts:
+        e = np.empty(0, np.int64)
+        return e, e, np.empty(0), np.empty(0)
+    off = np.cumsum([0] + [p.num_flows for p in parts])
+    flow = np.concatenate([p.e_flow + o for p, o in zip(parts, off, strict=False)])
+    link = np.concatenate([p.e_link for p in parts])
+    weight = np.concatenate([p.e_weight for p in parts])
+    count = np.concatenate([p.e_count for p in parts])
+    on_link = np.zeros(own.num_links, bool)
+    on_link[own.e_link] = True
+    reached = np.zeros(int(off[-1]), bool)
+    while True:
+        hit = np.zeros_like(reached)
+        hit[flow[on_link[link]]] = True
+        if not (hit & ~reached).any():
+            break
+        reached |= hit
+        on_link[link[reached[flow]]] = True
+    keep = reached[flow]
+    renumber = np.cumsum(reached) - 1
+    return renumber[flow[keep]], link[keep], weight[keep], count[keep]
 
 
 # ------------------------------------------------------------------------------ prediction
