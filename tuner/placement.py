@@ -546,14 +546,15 @@ def load_context(fabric, job, gpu_of_rank: np.ndarray, background: list | None =
 
     batches = network_batches(job, gpu_of_rank)
     own = busy_uplinks(fabric, batches, seed=seed)[0]
-    text = (f"load: ToRs {tor_oversubscription(fabric):g}:1 oversubscribed; the job's traffic "
-            f"in the scheduler's order keeps the busiest ToR uplinks {own.max():.0%} busy")
+    text = (f"load: ToR host:uplink capacity {tor_oversubscription(fabric):g}:1; the job's "
+            f"traffic in the scheduler's order keeps the busiest ToR's uplinks {own.max():.0%} "
+            "busy on average")
     if background:
         bg = [b for j in background for b in network_batches(j.job, j.gpu_of_rank)]
         both = busy_uplinks(fabric, batches + bg, seed=seed)[0]
         alone = busy_uplinks(fabric, bg, seed=seed)[0]
         text += (f"; {len(background)} background job(s) keep {np.mean(alone > 0.5):.0%} of "
-                 f"the ToR uplink sets over half busy, {both.max():.0%} busiest with the job")
+                 f"the ToRs' uplinks over half busy, the busiest {both.max():.0%} with the job")
     return text
 
 

@@ -262,10 +262,11 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "CC result": _cc_summary(cc),
     }
     notes = [
-        "Iteration times come from netsim.workload.predict with the flow engine's ECMP "
-        "collision slowdown on every network collective (the first max-min allocation of all "
-        "groups of a kind running at once, against a non-blocking fabric); DCQCN dynamics, the retransmit "
-        "setting and the tuner CSV are reported on their own rows (their own simulators).",
+        "Iteration times come from netsim.workload.predict on the flow engine (every "
+        "collective of a kind, all groups at once, sharing the fabric under max-min, as "
+        "netsim predict does), with the background jobs' traffic when given; DCQCN dynamics, "
+        "the retransmit setting and the tuner CSV are reported on their own rows (their own "
+        "simulators).",
         f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
         "restart of 600 s in the expected stall (assumption).",
         f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC hot spot "

@@ -75,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
            "output": str(args.output) if args.output else None,
            "strategies": {k: v.to_json() for k, v in results.items()},
            "verdict": verdict(results)}
-    if background:
-        from tuner.placement import load_context
+    from tuner.placement import load_context
 
-        doc["verdict"] += "; " + load_context(fabric, job, results["linear"].gpu_of_rank,
-                                              background, args.seed)
+    doc["verdict"] += "; " + load_context(fabric, job, results["linear"].gpu_of_rank,
+                                          background, args.seed)
+    if background:
         doc["background"] = [b.name for b in background]
     if args.json:
         print_json(doc)
