@@ -69,3 +69,20 @@ def test_more_qps_kept_only_when_not_slower():
     assert _never_worse_qps(settings, env, 4, 1.2, 1.1) == 1.1
     assert env["NCCL_IB_QPS_PER_CONNECTION"] == "1" and settings[0].recommended == 1
     assert "kept 1" in settings[0].reason
+
+
+def test_load_context_names_oversubscription_and_busy_uplinks(small_clos_2to1):
+    """The verdict's 'under which load': the ToR ratio and how busy the uplinks are."""
+    from tuner.placement import load_context, place
+
+    job = JobSpec(model="gpt3-13b", tp=8, pp=2, dp=16, global_batch=128)
+    striped = [s for r in range(8) for s in range(r, 64, 8)][:32]
+    spread = place(small_clos_2to1, job, "linear", striped).gpu_of_rank
+    packed = place(small_clos_2to1, job, "linear", list(range(32))).gpu_of_rank
+    a, b = (load_context(small_clos_2to1, job, g) for g in (spread, packed))
+    assert a.startswith("load: ToR host:uplink capacity 2:1")
+    busy = [int(t.split("uplinks ")[1].split("%")[0]) for t in (a, b)]
+    # servers 0-31: stage 0 fills ToR sets 0-1, stage 1 sets 2-3, so every server of a set
+    # sends its pipeline exchange up: 8 x 200G into 4 x 200G uplinks, saturated; striped over
+    # all 8 sets, 4 servers per set send up: half the uplink capacity
+    assert busy[1] >= 90 and 40 <= busy[0] <= 60
