@@ -5,10 +5,10 @@
 Two parts, each on a 1:1 fabric and its 2:1 oversubscribed variant (ToRs with half as much
 uplink as host capacity):
 
-1. **One job into a busy cluster.** The fabric is filled to ``OCCUPANCY`` with jobs from the
-   seeded generator (``tuner.cluster.generate_jobs``), placed in the scheduler's order; then a
-   random half of them end, which leaves the free servers scattered over the ToR sets (the
-   fragmentation a cluster ends up in). A GPT job of N GPUs is placed on the free servers by
+1. **One job into a busy cluster.** Three times, the fabric is filled to ``OCCUPANCY`` with
+   jobs from the seeded generator (``tuner.cluster.generate_jobs``) in the scheduler's order,
+   then a random half of the running jobs end. That leaves the free servers, and the later
+   jobs, scattered over the ToR sets (the fragmentation a cluster ends up in). A GPT job of N GPUs is placed on the free servers by
    each policy exactly as ``netsim place --background`` does (``compare_strategies``: topo is
    scored with the running jobs' traffic sharing the fabric), and its iteration time is
    compared with the same job alone on the idle fabric in the scheduler's order.
@@ -72,27 +72,33 @@ def fabrics(setup: Setup) -> dict[str, object]:
     return out
 
 
-def busy_cluster(fabric, seed: int):
-    """Background jobs and the free servers (scheduler order) of a fragmented cluster."""
+def busy_cluster(fabric, seed: int, rounds: int = 3):
+    """Background jobs and the free servers (scheduler order) of a fragmented cluster: ``rounds``
+    times, generator jobs fill the free servers in the scheduler's order up to ``OCCUPANCY``,
+    then a random half of the running jobs end. Jobs of later rounds land in the holes, so the
+    background itself is spread over ToR sets, as in a cluster that has run for a while."""
     from tuner.background import BackgroundJob
     from tuner.cluster import generate_jobs
     from tuner.placement import place
 
     gps = int(fabric.gpus_per_server)
     free = list(range(len(fabric.servers)))
-    running = []
-    for cj in generate_jobs(10_000, len(fabric.gpus), seed):
-        if len(free) * gps - cj.job.world < (1 - OCCUPANCY) * len(fabric.gpus):
-            break
-        p = place(fabric, cj.job, "linear", free)
-        running.append(BackgroundJob(cj.name, cj.job, p.gpu_of_rank))
-        used = set((p.gpu_of_rank // gps).tolist())
-        free = [s for s in free if s not in used]
+    running: list = []
+    stream = iter(generate_jobs(10_000, len(fabric.gpus), seed))
     rng = np.random.default_rng(seed)
-    keep = sorted(rng.choice(len(running), size=len(running) // 2, replace=False).tolist())
-    background = [running[i] for i in keep]
-    held = {int(g) // gps for b in background for g in b.gpu_of_rank.tolist()}
-    return background, [s for s in range(len(fabric.servers)) if s not in held]
+    for _ in range(rounds):
+        for cj in stream:
+            if len(free) * gps - cj.job.world < (1 - OCCUPANCY) * len(fabric.gpus):
+                break
+            p = place(fabric, cj.job, "linear", free)
+            running.append(BackgroundJob(cj.name, cj.job, p.gpu_of_rank))
+            used = set((p.gpu_of_rank // gps).tolist())
+            free = [s for s in free if s not in used]
+        keep = np.sort(rng.choice(len(running), size=len(running) // 2, replace=False))
+        running = [running[i] for i in keep]
+        held = {int(g) // gps for b in running for g in b.gpu_of_rank.tolist()}
+        free = [s for s in range(len(fabric.servers)) if s not in held]
+    return running, free
 
 
 def one_job(fabric, ratio: str, gpus: int, seed: int, iterations: int) -> list[dict]:
