@@ -149,7 +149,8 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
         "local search; kept the candidate with the best simulated iteration time "
-        f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes)", place_verdict))
+        f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes), never one "
+        "predicted slower than the scheduler's order", place_verdict))
 
     say("QPs per connection", 0.2)
     candidates = (1, 2, 4, 8)
