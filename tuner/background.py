@@ -222,8 +222,7 @@ class SharedFabricCommModel(FlowCommModel):
 
     def _background_inc(self):
         """One incidence of every background commodity (built once)."""
-        from netsim.workload.comm import group_scopes
-        from netsim.workload.comm import fabric_locality
+        from netsim.workload.comm import fabric_locality, group_scopes
 
         if self._bg is None:
             loc = fabric_locality(self.fabric)
