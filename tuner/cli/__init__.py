@@ -36,6 +36,7 @@ SUBCOMMANDS = (
     "probe",
     "sweep",
     "diagnose",
+    "cluster",
 )
 
 
