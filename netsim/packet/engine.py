@@ -175,6 +175,9 @@ class PacketSim(RcTransport):
         self.pause_expiries = self.watchdog_storms = 0
         self.events = 0
         self.deadlocks: list[dict] = []
+        # Bound methods made once (the hot paths schedule them per packet and hop).
+        self._arrive_cb = self._arrive
+        self._wake_cb = self._wake
 
     # ---------------------------------------------------------------- event loop
     def run(self, until_ps: int) -> None:
@@ -192,7 +195,8 @@ class PacketSim(RcTransport):
                 env._now = t
                 n += 1
                 if len(item) == 5:
-                    item[2](t, item[3], item[4])
+                    _t, _e, fn, a, b = item
+                    fn(t, a, b)
                 else:  # a genuine simpy event (process, timeout) sharing the heap
                     ev = item[3]
                     callbacks, ev.callbacks = ev.callbacks, None
@@ -225,7 +229,7 @@ class PacketSim(RcTransport):
         if 0 <= w <= t:
             return
         self.P_wake[lk] = t
-        heappush(self.q, (t, next(self.eid), self._wake, lk, None))
+        heappush(self.q, (t, next(self.eid), self._wake_cb, lk, None))
 
     def _wake(self, t, lk, _):
         if self.P_wake[lk] != t:
@@ -264,28 +268,47 @@ class PacketSim(RcTransport):
         if not data or self.P_paused[lk]:
             return
         pkt = data.popleft()
-        qb = self.P_qb[lk] - pkt.size
+        size = pkt.size
+        qb = self.P_qb[lk] - size
         self.P_qb[lk] = qb
-        self._release(t, pkt)
+        inl = pkt.inl
+        node = self.L_dst[inl]
+        if self.N_xoff[node]:
+            self._release(t, pkt)
+        else:  # _release without a paused ingress to check
+            self.S_used[node] -= size
+            self.I_bytes[inl] -= size
         if self.ecn_deq and qb > self.kmin and self.ecn and pkt.kind == DATA:
             # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
             if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
                 pkt.ecn = 1
                 self.P_ecn[lk] += 1
-        end = self._tx(t, lk, pkt)
+        # _tx, inlined
+        end = t + size * _PS_BITS // self.L_rate[lk]
+        self.P_busy[lk] = end
+        self.P_txb[lk] += size
+        if self.L_up[lk]:
+            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive_cb, lk, pkt))
+        else:
+            self._lost(lk, pkt)
         if data:
-            self._kick(lk, end)
+            # _kick, inlined (this port's wake was cleared by _wake, or it had none)
+            w = self.P_wake[lk]
+            if not 0 <= w <= end:
+                self.P_wake[lk] = end
+                heappush(self.q, (end, next(self.eid), self._wake_cb, lk, None))
 
     def _tx(self, t, lk, pkt):
         """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
 
         Returns the time the port is free again.
         """
-        end = t + pkt.size * _PS_BITS // self.L_rate[lk]
+        size = pkt.size
+        end = t + size * _PS_BITS // self.L_rate[lk]
         self.P_busy[lk] = end
-        self.P_txb[lk] += pkt.size
+        self.P_txb[lk] += size
         if self.L_up[lk]:
-            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive, lk, pkt))
+            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive_cb, lk, pkt))
         else:
             self._lost(lk, pkt)
         return end
@@ -297,7 +320,8 @@ class PacketSim(RcTransport):
 
     def _arrive(self, t, lk, pkt):
         """*pkt* has fully arrived over link *lk* at the link's head node."""
-        if not self.L_up[lk]:
+        L_up = self.L_up
+        if not L_up[lk]:
             self._lost(lk, pkt)
             return
         route = pkt.route
@@ -310,7 +334,8 @@ class PacketSim(RcTransport):
             return
         pkt.hop = h
         nl = route[h]
-        if pkt.kind != DATA and (pkt.kind == CNP or not self.ack_qp):
+        kind = pkt.kind
+        if kind != DATA and (kind == CNP or not self.ack_qp):
             self.P_ctrl[nl].append(pkt)
             if self.P_wake[nl] < 0:
                 if self.P_busy[nl] <= t:
@@ -318,23 +343,24 @@ class PacketSim(RcTransport):
                 else:
                     self._kick(nl, self.P_busy[nl])
             return
-        busy = self.P_busy[nl]
+        P_busy = self.P_busy
+        busy = P_busy[nl]
         node = self.L_dst[lk]
         size = pkt.size
         used = self.S_used[node]
         xoff = self.I_xoff[lk]
-        if busy <= t and self.fast and not self.P_data[nl] and self.P_wake[nl] < 0 \
-                and not self.P_paused[nl] and not self.P_ctrl[nl] and not xoff \
+        if busy <= t and self.fast and not xoff and self.P_wake[nl] < 0 and not self.P_data[nl] \
+                and not self.P_paused[nl] and not self.P_ctrl[nl] \
                 and used + size <= self.buffer and (not self.pfc or self.I_bytes[lk] + size <= (
                     self.xoff_static if self.xoff_static is not None
                     else self.alpha * (self.buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
             # buffer would hold it for no time; the same as the slow path below).
             end = t + size * _PS_BITS // self.L_rate[nl]
-            self.P_busy[nl] = end
+            P_busy[nl] = end
             self.P_txb[nl] += size
-            if self.L_up[nl]:
-                heappush(self.q, (end + self.L_prop[nl], (nl + 1) << 40 | next(self.eid), self._arrive, nl, pkt))
+            if L_up[nl]:
+                heappush(self.q, (end + self.L_prop[nl], (nl + 1) << 40 | next(self.eid), self._arrive_cb, nl, pkt))
             else:
                 self._lost(nl, pkt)
             return
