@@ -32,6 +32,7 @@ import simpy
 
 from netsim.packet.qp import CNP, DATA, RcTransport
 
+_TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12
 _NEVER = 1 << 62
 
@@ -162,6 +163,14 @@ class PacketSim(RcTransport):
         self.ecn = cfg.ecn
         self.kmin, self.kmax, self.pmax = cfg.ecn_kmin_bytes, cfg.ecn_kmax_bytes, cfg.ecn_pmax
         self.rng = rng
+        # Arbitration between packets arriving at one switch at the same picosecond: a seeded
+        # per-link key XORed with a hash of the arrival time, so which ingress goes first
+        # changes from instant to instant (as a switch's round-robin arbiter does) instead of
+        # the lower link id always winning (which let one of two symmetric incast flows finish
+        # first every time). The key depends only on (link, arrival time, seed): no result
+        # depends on the order events were created in (commit window, fast path).
+        self.L_tie = [int(x) for x in rng.permutation(n)] if n else []
+        self.tie_mask = (1 << max(1, n.bit_length())) - 1
         self._u = []
         self._ui = 0
         self.cnp_gen = None
@@ -288,7 +297,9 @@ class PacketSim(RcTransport):
         self.P_busy[lk] = end
         self.P_txb[lk] += size
         if self.L_up[lk]:
-            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive_cb, lk, pkt))
+            ta = end + self.L_prop[lk]
+            heappush(self.q, (ta, (((self.L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & self.tie_mask) + 1) << 40
+                               | next(self.eid), self._arrive_cb, lk, pkt))
         else:
             self._lost(lk, pkt)
         if data:
@@ -308,7 +319,9 @@ class PacketSim(RcTransport):
         self.P_busy[lk] = end
         self.P_txb[lk] += size
         if self.L_up[lk]:
-            heappush(self.q, (end + self.L_prop[lk], (lk + 1) << 40 | next(self.eid), self._arrive_cb, lk, pkt))
+            ta = end + self.L_prop[lk]
+            heappush(self.q, (ta, (((self.L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & self.tie_mask) + 1) << 40
+                               | next(self.eid), self._arrive_cb, lk, pkt))
         else:
             self._lost(lk, pkt)
         return end
@@ -360,7 +373,9 @@ class PacketSim(RcTransport):
             P_busy[nl] = end
             self.P_txb[nl] += size
             if L_up[nl]:
-                heappush(self.q, (end + self.L_prop[nl], (nl + 1) << 40 | next(self.eid), self._arrive_cb, nl, pkt))
+                ta = end + self.L_prop[nl]
+                heappush(self.q, (ta, (((self.L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & self.tie_mask) + 1) << 40
+                                   | next(self.eid), self._arrive_cb, nl, pkt))
             else:
                 self._lost(nl, pkt)
             return

@@ -85,8 +85,13 @@ def test_ns3_names_map_to_our_parameters(name) -> None:
 
 
 def test_one_small_scenario_meets_the_targets(refs) -> None:
-    c = ref.compare_scenario("incast2-100g-short-paper", refs)
-    print(ref.markdown_table([c]))
+    # The long scenarios are compared with a band of four ns-3 runs; this short one has a single
+    # ns-3 run, so our side is the median-throughput run of three engine seeds (one seed's
+    # arbitration and ECN draws move the aggregate by +-3%).
+    runs = sorted((ref.compare_scenario("incast2-100g-short-paper", refs, seed=s)
+                   for s in (1, 2, 3)), key=lambda c: c.ours.aggregate_gbps)
+    c = runs[1]
+    print(ref.markdown_table(runs))
     assert c.ours.hot_port == c.ref.hot_port == "s0->h0"
     assert all(c.within_targets.values()), c.row()
 
@@ -99,8 +104,6 @@ REFERENCE_ARTEFACT = ("incast8-100g-long-nic-default", "incast8-400g-long-nic-de
 #: Long scenarios that miss a target for a reason not established (docs/validation.md, "Open
 #: differences"): expected to fail until explained or fixed (strict: a pass is reported).
 OPEN = {
-    "incast2-100g-long-paper": "engine issue: same-time arrivals ordered by link id make the two "
-                               "symmetric flows unfair (docs/validation.md, item 4)",
     "perm16-100g-long-paper": "open: the reference pauses (181-280 PAUSE frames) and its leaf "
                               "uplink's queue p99 is 8.8 MB, ours 0 and 2.0 MB; per-flow FCT -20%",
     "perm16-400g-long-paper": "open: one flow's FCT -19%; the reference sends 982-2192 PAUSE "
