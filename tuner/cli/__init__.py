@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "place",
     "recommend",
     "probe",
+    "sweep",
 )
 
 
