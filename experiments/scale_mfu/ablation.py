@@ -68,3 +68,8 @@ def plot_ablation(rows: list[dict], path=None):
     if path:
         fig.savefig(path, dpi=120)
     return fig
+
+
+if __name__ == "__main__":  # pragma: no cover
+    for r in ablation_rows():
+        print(f"{r['gpus']:>6} {r['step']:<22} {100 * r['mfu']:.1f}%")

@@ -62,3 +62,19 @@ def test_bad_options_rejected():
         MegaScaleOpts(swa_window=-1)
     with pytest.raises(ValueError, match="lamb_batch_factor"):
         MegaScaleOpts(lamb_batch_factor=0)
+
+
+def test_cli_switches_raise_mfu_and_report_json(capsys):
+    import json
+
+    from tuner.cli import main
+
+    base = ["predict", "--model", "megascale-175b", "--tp", "8", "--pp", "8", "--dp", "4",
+            "--global-batch", "768", "--distributed-optimizer", "--json"]
+    mfus = []
+    for extra in ([], ["--ptb"], ["--ptb", "--swa", "512"], ["--megascale"]):
+        assert main(base + extra) == 0
+        out = json.loads(capsys.readouterr().out)
+        mfus.append(out["mfu"])
+    assert out["megascale_opts"]["ptb"] and out["megascale_opts"]["swa_window"] == 512
+    assert all(b > a for a, b in zip(mfus, mfus[1:])), mfus
