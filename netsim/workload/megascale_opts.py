@@ -58,6 +58,18 @@ class MegaScaleOpts:
         return cls(ptb=True, swa_window=swa_window, efficient_ops=True, lamb=True)
 
 
+def opts_from_dict(data: dict) -> MegaScaleOpts:
+    """The ``megascale_opts`` mapping of a job file; unknown keys are an error naming them."""
+    if not isinstance(data, dict):
+        raise ValueError("job file: megascale_opts must be a mapping, e.g. {ptb: true}")
+    known = set(MegaScaleOpts.__dataclass_fields__)
+    bad = sorted(set(data) - known)
+    if bad:
+        raise ValueError(f"job file: megascale_opts has unknown keys {bad}; "
+                         f"use {', '.join(sorted(known))}")
+    return MegaScaleOpts(**data)
+
+
 def swa_pair_fraction(seq: int, window: int) -> float:
     """Attended (query, key) pairs with a window of ``window`` over those of causal attention."""
     if window <= 0 or window >= seq:

@@ -86,12 +86,17 @@ def _add_megascale_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _megascale_opts(args: argparse.Namespace):
-    from netsim.workload.megascale_opts import MegaScaleOpts
+    """Flags win over the job file's ``megascale_opts`` mapping."""
+    from dataclasses import replace
+
+    from netsim.workload.megascale_opts import MegaScaleOpts, opts_from_dict
 
     if getattr(args, "megascale", False):
         return MegaScaleOpts.megascale(args.swa or 512)
-    return MegaScaleOpts(ptb=args.ptb, swa_window=args.swa, efficient_ops=args.efficient_ops,
-                         lamb=args.lamb)
+    opts = opts_from_dict(getattr(args, "megascale_file", None) or {})
+    flags = {"ptb": args.ptb, "swa_window": args.swa, "efficient_ops": args.efficient_ops,
+             "lamb": args.lamb}
+    return replace(opts, **{k: v for k, v in flags.items() if v})
 
 
 def _job_from_args(args: argparse.Namespace):
@@ -102,6 +107,7 @@ def _job_from_args(args: argparse.Namespace):
         from tuner.jobs import read_job_dict
 
         data = dict(read_job_dict(args.job))
+        args.megascale_file = data.pop("megascale_opts", None)
     flags = {"model": args.model, "gpu": args.gpu, "gpus": args.gpus, "tp": args.tp,
              "pp": args.pp, "dp": args.dp, "global_batch": args.global_batch,
              "micro_batch": args.micro_batch, "seq": args.seq, "vocab": args.vocab,

@@ -78,3 +78,22 @@ def test_cli_switches_raise_mfu_and_report_json(capsys):
         mfus.append(out["mfu"])
     assert out["megascale_opts"]["ptb"] and out["megascale_opts"]["swa_window"] == 512
     assert all(b > a for a, b in zip(mfus, mfus[1:])), mfus
+
+
+def test_job_file_keys_match_flags(tmp_path, capsys):
+    import json
+
+    from tuner.cli import main
+
+    job = tmp_path / "job.yaml"
+    job.write_text("model: megascale-175b\ntp: 8\npp: 8\ndp: 4\nglobal_batch: 768\n"
+                   "distributed_optimizer: true\nmegascale_opts: {ptb: true, swa_window: 512}\n")
+    assert main(["predict", "--job", str(job), "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out)["mfu"]
+    assert main(["predict", "--model", "megascale-175b", "--tp", "8", "--pp", "8", "--dp", "4",
+                 "--global-batch", "768", "--distributed-optimizer", "--ptb", "--swa", "512",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mfu"] == pytest.approx(from_file, rel=1e-12)
+    job.write_text("model: megascale-175b\ntp: 8\npp: 8\ndp: 4\nmegascale_opts: {ptbx: true}\n")
+    assert main(["predict", "--job", str(job), "--json"]) == 2
+    assert "ptbx" in capsys.readouterr().err
