@@ -124,6 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     write_csv(args.out / "mfu_network.csv", rows["network"])
     plot_overlaps(rows["overlaps"], args.out / "mfu_overlaps.png")
     plot_network(rows["network"], args.out / "mfu_network.png")
+    from experiments.scale_mfu.ablation import ablation_rows, plot_ablation
+
+    ablation = ablation_rows()
+    write_csv(args.out / "mfu_ablation.csv", ablation)
+    plot_ablation(ablation, args.out / "mfu_ablation.png")
     from tuner.cli._output import format_table
 
     for name in SPECS:

@@ -77,8 +77,37 @@ def register(sub) -> argparse.ArgumentParser:
     from tuner.jobs import add_modern_arguments
 
     add_modern_arguments(p)
+    _add_megascale_arguments(p)
     add_json_flag(p)
     return p
+
+
+def _add_megascale_arguments(p: argparse.ArgumentParser) -> None:
+    """MegaScale's algorithmic switches (netsim.workload.megascale_opts)."""
+    g = p.add_argument_group("MegaScale optimizations (netsim.workload.megascale_opts)")
+    g.add_argument("--ptb", action="store_true", help="parallel transformer block: one fused "
+                   "TP all-reduce per layer pass instead of two")
+    g.add_argument("--swa", type=int, default=0, metavar="WINDOW",
+                   help="sliding-window attention over WINDOW tokens (0 = full attention)")
+    g.add_argument("--efficient-ops", action="store_true",
+                   help="fused element-wise kernels and FlashAttention")
+    g.add_argument("--lamb", action="store_true", help="LAMB: global batch x3")
+    g.add_argument("--megascale", action="store_true",
+                   help="all of the above (window 512 unless --swa) and every MegaScale overlap")
+
+
+def _megascale_opts(args: argparse.Namespace):
+    """Flags win over the job file's ``megascale_opts`` mapping."""
+    from dataclasses import replace
+
+    from netsim.workload.megascale_opts import MegaScaleOpts, opts_from_dict
+
+    if getattr(args, "megascale", False):
+        return MegaScaleOpts.megascale(args.swa or 512)
+    opts = opts_from_dict(getattr(args, "megascale_file", None) or {})
+    flags = {"ptb": args.ptb, "swa_window": args.swa, "efficient_ops": args.efficient_ops,
+             "lamb": args.lamb}
+    return replace(opts, **{k: v for k, v in flags.items() if v})
 
 
 def _job_from_args(args: argparse.Namespace):
@@ -89,6 +118,7 @@ def _job_from_args(args: argparse.Namespace):
         from tuner.jobs import read_job_dict
 
         data = dict(read_job_dict(args.job))
+        args.megascale_file = data.pop("megascale_opts", None)
     flags = {"model": args.model, "gpu": args.gpu, "gpus": args.gpus, "tp": args.tp,
              "pp": args.pp, "dp": args.dp, "global_batch": args.global_batch,
              "micro_batch": args.micro_batch, "seq": args.seq, "vocab": args.vocab,
@@ -100,6 +130,8 @@ def _job_from_args(args: argparse.Namespace):
     data.update(modern_values(args))
     if args.overlap:
         data["overlap"] = _parse_overlap(args.overlap, Overlap)
+    elif getattr(args, "megascale", False):
+        data["overlap"] = Overlap.megascale()
     return JobSpec.from_dict(data)
 
 
@@ -174,22 +206,36 @@ def run(args: argparse.Namespace) -> int:
         overrides = calibration.comm_model(hw).overrides if calibration else None
         comm_model = FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
                                    progress=bar.set_description)
+    opts = _megascale_opts(args)
+    compute_model = None
+    if opts != type(opts)():
+        from netsim.workload.megascale_opts import apply
+
+        job, hw, comm_model, compute_model = apply(
+            job, hw, opts, comm_model or (calibration.comm_model(hw) if calibration else None),
+            calibration.compute_model(hw) if calibration else None)
     shared = None
     if getattr(args, "background", None):
         from tuner.cli._background import shared_prediction
 
-        if stragglers:
-            raise ValueError("--straggler with --background is not supported yet; drop one")
+        if stragglers or compute_model is not None:
+            raise ValueError("--background with --straggler or the MegaScale switches is not "
+                             "supported yet; drop one")
         shared = shared_prediction(args, job, fabric, hw, calibration, placement, comm, bar)
         pred = shared.prediction
     else:
         pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                       comm_model=comm_model, progress=say, stragglers=stragglers or None)
+                       comm_model=comm_model, compute_model=compute_model, progress=say,
+                       stragglers=stragglers or None)
     bar.close()
     if args.json:
         out = pred.to_json()
         if shared is not None:
             out["background"] = shared.background
+        out["megascale_opts"] = {"ptb": opts.ptb, "swa_window": opts.swa_window,
+                                 "efficient_ops": opts.efficient_ops, "lamb": opts.lamb,
+                                 "lamb_batch_factor": opts.lamb_batch_factor,
+                                 "fused_bytes_fraction": opts.fused_bytes_fraction}
         out["fabric"] = fabric.name if fabric is not None else None
         out["comm_model"] = comm
         out["hardware"] = hw.name

@@ -1,0 +1,140 @@
+"""MegaScale's model and optimizer changes (Jiang et al., NSDI'24, arXiv:2402.15627, section 3)
+as switches of the iteration predictor, each with its physical effect:
+
+* ``ptb`` (parallel transformer block, section 3.1): attention and MLP read the same
+  LayerNorm output and their outputs are summed, so the two tensor-parallel all-reduces of a
+  layer's pass fuse into one: every ``tp`` collective is priced at half its time
+  (``PTBComm`` wraps the comm model).
+* ``swa_window`` (sliding-window attention, section 3.1): each token attends to at most
+  ``window`` earlier tokens instead of all of them; the attention-core FLOPs of a layer shrink
+  from the causal ``s^2/2`` pairs to ``w s - w^2/2`` pairs (``MegaScaleCompute``). Model FLOPs
+  for MFU are still counted with full attention, as the predictor does for every job.
+* ``efficient_ops`` (section 3.4: fused LayerNorm/GeLU kernels, FlashAttention-2): the
+  element-wise HBM traffic of a layer is scaled by ``fused_bytes_fraction`` (default 0.5, an
+  ASSUMPTION of this module, not a published figure: fusing a chain of element-wise kernels
+  removes the intermediate writes and re-reads) and FlashAttention is switched on.
+* ``lamb`` (section 3.1): LAMB keeps accuracy at a 4x larger batch (the paper trains at 3x);
+  the global batch is multiplied by ``lamb_batch_factor`` (default 3), which gives each
+  pipeline 3x the micro-batches and so 3x fewer bubble slots per token.
+
+``apply(job, hw, opts)`` returns the transformed job, hardware profile and the comm/compute
+model wrappers to pass to ``predict``. Nothing here is fitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from netsim.hardware import HardwareProfile
+from netsim.workload.comm import AnalyticCommModel, CommBatch, CommModel
+from netsim.workload.compute import ComputeModel, RooflineCompute, TaskShape
+
+
+@dataclass(frozen=True, slots=True)
+class MegaScaleOpts:
+    """Which of MegaScale's algorithmic optimizations are on."""
+
+    ptb: bool = False
+    swa_window: int = 0
+    """Attention window in tokens; 0 = full (causal) attention."""
+    efficient_ops: bool = False
+    lamb: bool = False
+    lamb_batch_factor: int = 3
+    fused_bytes_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.swa_window < 0:
+            raise ValueError("swa_window must be >= 0 (0 = full attention)")
+        if self.lamb_batch_factor < 1:
+            raise ValueError("lamb_batch_factor must be >= 1")
+        if not 0.0 < self.fused_bytes_fraction <= 1.0:
+            raise ValueError("fused_bytes_fraction must be in (0, 1]")
+
+    @classmethod
+    def megascale(cls, swa_window: int = 512) -> MegaScaleOpts:
+        """Every switch on (``--megascale``); the window is this module's assumption."""
+        return cls(ptb=True, swa_window=swa_window, efficient_ops=True, lamb=True)
+
+
+def opts_from_dict(data: dict) -> MegaScaleOpts:
+    """The ``megascale_opts`` mapping of a job file; unknown keys are an error naming them."""
+    if not isinstance(data, dict):
+        raise ValueError("job file: megascale_opts must be a mapping, e.g. {ptb: true}")
+    known = set(MegaScaleOpts.__dataclass_fields__)
+    bad = sorted(set(data) - known)
+    if bad:
+        raise ValueError(f"job file: megascale_opts has unknown keys {bad}; "
+                         f"use {', '.join(sorted(known))}")
+    return MegaScaleOpts(**data)
+
+
+def swa_pair_fraction(seq: int, window: int) -> float:
+    """Attended (query, key) pairs with a window of ``window`` over those of causal attention."""
+    if window <= 0 or window >= seq:
+        return 1.0
+    return (window * seq - window * window / 2.0) / (seq * seq / 2.0)
+
+
+class PTBComm:
+    """Comm model wrapper: one fused TP all-reduce per layer pass instead of two."""
+
+    def __init__(self, inner: CommModel) -> None:
+        self.inner = inner
+
+    def batch_s(self, batch: CommBatch, loc) -> np.ndarray:
+        t = np.asarray(self.inner.batch_s(batch, loc), dtype=np.float64)
+        return 0.5 * t if batch.kind == "tp" else t
+
+    def __getattr__(self, name):  # sharing etc. of a flow-engine model
+        return getattr(self.inner, name)
+
+
+class MegaScaleCompute:
+    """Compute model wrapper: fewer attention FLOPs (SWA), less element-wise traffic (fusion)."""
+
+    def __init__(self, inner: ComputeModel, attn_flops_fwd_layer: float, pair_fraction: float,
+                 bytes_fraction: float) -> None:
+        self.inner = inner
+        self.attn = attn_flops_fwd_layer
+        self.pairs = pair_fraction
+        self.bytes = bytes_fraction
+
+    def task_s(self, task: TaskShape) -> float:
+        if task.phase in ("forward", "backward") and task.layers > 0:
+            mult = 1.0 if task.phase == "forward" else 2.0
+            saved = mult * task.layers * self.attn * (1.0 - self.pairs)
+            task = replace(task, flops=max(0.0, task.flops - saved),
+                           bytes=task.bytes * self.bytes)
+        return self.inner.task_s(task)
+
+
+def apply(job, hw: HardwareProfile, opts: MegaScaleOpts, comm_model: CommModel | None = None,
+          compute_model: ComputeModel | None = None):
+    """The job, hardware and model wrappers with ``opts`` applied (pass them to ``predict``)."""
+    if opts.lamb:
+        job = replace(job, global_batch=job.batch * opts.lamb_batch_factor)
+    if opts.efficient_ops:
+        hw = hw.replace(flash_attention=True)
+    comm = comm_model or AnalyticCommModel(hw)
+    if opts.ptb:
+        comm = PTBComm(comm)
+    comp = compute_model or RooflineCompute(hw)
+    model = job.model_config()
+    pairs = swa_pair_fraction(model.seq, opts.swa_window)
+    frac = opts.fused_bytes_fraction if opts.efficient_ops else 1.0
+    if pairs < 1.0 or frac < 1.0:
+        attn = model.layer_attn_flops_fwd(job.micro_batch * model.seq) / (job.tp * job.cp)
+        comp = MegaScaleCompute(comp, attn, pairs, frac)
+    return job, hw, comm, comp
+
+
+def ablation_steps(window: int = 512) -> list[tuple[str, MegaScaleOpts]]:
+    """Cumulative switches in the order of the issue's ablation (baseline, +PTB, +SWA,
+    +LAMB, +efficient operators); overlaps are ``Overlap`` switches of the job."""
+    return [("baseline", MegaScaleOpts()),
+            ("+PTB", MegaScaleOpts(ptb=True)),
+            ("+SWA", MegaScaleOpts(ptb=True, swa_window=window)),
+            ("+LAMB (batch x3)", MegaScaleOpts(ptb=True, swa_window=window, lamb=True)),
+            ("+efficient operators", MegaScaleOpts.megascale(window))]
