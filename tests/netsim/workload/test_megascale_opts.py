@@ -6,15 +6,15 @@ import pytest
 
 from netsim.hardware import A100
 from netsim.workload import JobSpec, Overlap, predict
-from netsim.workload.megascale_opts import (MegaScaleOpts, ablation_steps, apply,
-                                            swa_pair_fraction)
+from netsim.workload.megascale_opts import MegaScaleOpts, ablation_steps, apply, swa_pair_fraction
 
 # MegaScale abstract (arXiv:2402.15627): 55.2% MFU, 175B, 12,288 GPUs; batch 6144, tp 8 pp 8
 # dp 192 (Table 2 as tabulated in github.com/JaneLiCC/Notes eos.md).
 PUBLISHED_MFU_12288 = 0.552
 
 
-def _job(gpus: int, batch: int, overlap: Overlap = Overlap(), v: int = 1) -> JobSpec:
+def _job(gpus: int, batch: int, overlap: Overlap | None = None, v: int = 1) -> JobSpec:
+    overlap = Overlap() if overlap is None else overlap
     return JobSpec(model="megascale-175b", gpu="a100", tp=8, pp=8, dp=gpus // 64,
                    global_batch=batch, micro_batch=1, distributed_optimizer=True,
                    overlap=overlap, virtual_stages=v)
@@ -45,7 +45,7 @@ def test_ablation_in_order(gpus, batch):
     job = _job(gpus, batch)
     mfus = [_mfu(job, o) for _, o in ablation_steps()]
     mfus.append(_mfu(replace(job, overlap=Overlap.megascale()), ablation_steps()[-1][1]))
-    assert all(b > a for a, b in zip(mfus, mfus[1:])), mfus
+    assert all(b > a for a, b in zip(mfus, mfus[1:], strict=False)), mfus
 
 
 def test_megascale_12288_within_10_percent():
@@ -77,7 +77,7 @@ def test_cli_switches_raise_mfu_and_report_json(capsys):
         out = json.loads(capsys.readouterr().out)
         mfus.append(out["mfu"])
     assert out["megascale_opts"]["ptb"] and out["megascale_opts"]["swa_window"] == 512
-    assert all(b > a for a, b in zip(mfus, mfus[1:])), mfus
+    assert all(b > a for a, b in zip(mfus, mfus[1:], strict=False)), mfus
 
 
 def test_job_file_keys_match_flags(tmp_path, capsys):
