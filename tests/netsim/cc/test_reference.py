@@ -104,10 +104,13 @@ REFERENCE_ARTEFACT = ("incast8-100g-long-nic-default", "incast8-400g-long-nic-de
 #: Long scenarios that miss a target for a reason not established (docs/validation.md, "Open
 #: differences"): expected to fail until explained or fixed (strict: a pass is reported).
 OPEN = {
+    "incast2-400g-long-nic-default": "seed spread: engine seed 1 gives 297 Gb/s (-10%), seeds 2 and 3 "
+                                     "362 and 363 Gb/s, inside the reference band 330-365 "
+                                     "(docs/validation.md, item 4)",
     "perm16-100g-long-paper": "open: the reference pauses (181-280 PAUSE frames) and its leaf "
-                              "uplink's queue p99 is 8.8 MB, ours 0 and 2.0 MB; per-flow FCT -20%",
-    "perm16-400g-long-paper": "open: one flow's FCT -19%; the reference sends 982-2192 PAUSE "
-                              "frames, ours 144",
+                              "uplink's queue p99 is 8.8 MB, ours 0 and 2.9 MB",
+    "perm16-400g-long-paper": "open: one flow's FCT -28%; the reference sends 982-2192 PAUSE "
+                              "frames, ours 136",
 }
 LONG = sorted(s.name for s in ref.all_scenarios() if s.long and s.name not in REFERENCE_ARTEFACT)
 
