@@ -8,14 +8,13 @@ into ``DIR/collisions`` and ``DIR/iteration``, then writes ``DIR/summary.csv``,
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+from experiments._sweeps import ok_rows, run_spec_files, study_parser
 from experiments.ecmp_split.study import BinsForm
 from tuner import sweep
 
@@ -26,22 +25,12 @@ SPECS = {"collisions": "collisions", "iteration": "iteration"}
 def run_specs(out: Path, full: bool, workers: int | None, scheduler: str | None,
               progress: bool = True) -> dict[str, list[sweep.PointResult]]:
     """Run (or resume) both sweeps; return their results by name."""
-    results = {}
-    for name in SPECS:
-        path = HERE / f"{name}{'_full' if full else ''}.yaml"
-        spec = sweep.load_spec(path)
-        sweep.run_sweep(spec, out / name, workers=workers, scheduler=scheduler,
-                        progress=progress, spec_text=path.read_text())
-        results[name] = sweep.read_results(out / name / sweep.RESULTS_JSONL)
-    return results
+    return run_spec_files(HERE, SPECS, out, full, workers, scheduler, progress)
 
 
 def _ok(results) -> list[dict]:
     """Flat rows (point + output) of the points that succeeded; failures are reported."""
-    bad = [r for r in results if not r.ok]
-    for r in bad:
-        print(f"ecmp_split: point {r.point} failed: {r.error}", file=sys.stderr)
-    return [{**r.args, **r.output} for r in results if r.ok]
+    return ok_rows(results, "ecmp_split")
 
 
 def summarize_collisions(rows: list[dict]) -> list[dict]:
@@ -190,12 +179,7 @@ def plot_iteration(summary: list[dict], path: Path | None = None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="the 12,288-GPU fabric, more seeds")
-    p.add_argument("-o", "--out", required=True, type=Path, help="output directory")
-    p.add_argument("--workers", type=int, default=None,
-                   help="local Dask workers (default: cores; 0 = in this process)")
-    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask cluster")
+    p = study_parser(__doc__, "the 12,288-GPU fabric, more seeds")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results = run_specs(args.out, args.full, args.workers, args.scheduler)

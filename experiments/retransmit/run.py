@@ -8,16 +8,14 @@ Sweeps ``closed_form.yaml`` (every setting x flap length, closed form) and ``pac
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from experiments._sweeps import ok_rows, run_spec_files, study_parser
 from experiments.retransmit.study import job_survival
-from tuner import sweep
 
 HERE = Path(__file__).resolve().parent
 SPECS = ("closed_form", "packet")
@@ -30,20 +28,12 @@ FLAP_MEDIAN_S, FLAP_P99_S, FLAPS_PER_JOB = 1.0, 6.0, 10
 def run_specs(out: Path, full: bool, workers: int | None, scheduler: str | None,
               progress: bool = True) -> dict[str, list[dict]]:
     """Run (or resume) both sweeps; rows of point + output of the points that succeeded."""
-    rows = {}
-    for name in SPECS:
-        path = HERE / f"{name}{'_full' if full else ''}.yaml"
-        sweep.run_sweep(sweep.load_spec(path), out / name, workers=workers,
-                        scheduler=scheduler, progress=progress, spec_text=path.read_text())
-        rows[name] = _ok(sweep.read_results(out / name / sweep.RESULTS_JSONL))
-    return rows
+    res = run_spec_files(HERE, SPECS, out, full, workers, scheduler, progress)
+    return {name: _ok(r) for name, r in res.items()}
 
 
 def _ok(results) -> list[dict]:
-    for r in results:
-        if not r.ok:
-            print(f"retransmit: point {r.point} failed: {r.error}", file=sys.stderr)
-    return [{**r.args, **r.output} for r in results if r.ok]
+    return ok_rows(results, "retransmit")
 
 
 def crosscheck(closed: list[dict], packet: list[dict]) -> list[dict]:
@@ -165,12 +155,7 @@ def plot_tradeoff(settings: list[dict], path: Path | None = None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="the finer grid, 8 QPs")
-    p.add_argument("-o", "--out", required=True, type=Path, help="output directory")
-    p.add_argument("--workers", type=int, default=None,
-                   help="local Dask workers (default: cores; 0 = in this process)")
-    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask cluster")
+    p = study_parser(__doc__, "the finer grid, 8 QPs")
     p.add_argument("--flap-median", type=float, default=FLAP_MEDIAN_S, help="seconds")
     p.add_argument("--flap-p99", type=float, default=FLAP_P99_S, help="seconds")
     p.add_argument("--flaps-per-job", type=int, default=FLAPS_PER_JOB)

@@ -7,12 +7,10 @@ through ``tuner.sweep``, resumable into ``DIR/overlaps`` and ``DIR/network``; wr
 
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from pathlib import Path
 
-from tuner import sweep
+from experiments._sweeps import ok_rows, run_spec_files, study_parser
 
 HERE = Path(__file__).resolve().parent
 SPECS = ("overlaps", "network")
@@ -23,20 +21,13 @@ MEGATRON_RATIO = 1.34
 
 def run_specs(out: Path, full: bool, workers: int | None, scheduler: str | None,
               progress: bool = True) -> dict[str, list[dict]]:
-    rows = {}
-    for name in SPECS:
-        path = HERE / f"{name}{'_full' if full else ''}.yaml"
-        sweep.run_sweep(sweep.load_spec(path), out / name, workers=workers,
-                        scheduler=scheduler, progress=progress, spec_text=path.read_text())
-        rows[name] = _ok(sweep.read_results(out / name / sweep.RESULTS_JSONL))
-    return rows
+    """Run (or resume) both sweeps; rows of point + output of the points that succeeded."""
+    res = run_spec_files(HERE, SPECS, out, full, workers, scheduler, progress)
+    return {name: _ok(r) for name, r in res.items()}
 
 
 def _ok(results) -> list[dict]:
-    for r in results:
-        if not r.ok:
-            print(f"scale_mfu: point {r.point} failed: {r.error}", file=sys.stderr)
-    return sorted(({**r.args, **r.output} for r in results if r.ok),
+    return sorted(ok_rows(results, "scale_mfu"),
                   key=lambda r: (r["gpus"], r["overlap"], r["network"]))
 
 
@@ -108,12 +99,7 @@ def plot_network(rows: list[dict], path: Path | None = None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--full", action="store_true", help="eight scales from 256 to 12,288 GPUs")
-    p.add_argument("-o", "--out", required=True, type=Path, help="output directory")
-    p.add_argument("--workers", type=int, default=None,
-                   help="local Dask workers (default: cores; 0 = in this process)")
-    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask cluster")
+    p = study_parser(__doc__, "eight scales from 256 to 12,288 GPUs")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = run_specs(args.out, args.full, args.workers, args.scheduler)

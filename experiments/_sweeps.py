@@ -1,0 +1,49 @@
+"""What the sweep-driven studies share: their command line and running their sweep specs.
+
+``experiments.ecmp_split``, ``experiments.retransmit`` and ``experiments.scale_mfu`` each keep
+their grids as sweep specs beside ``run.py`` (``NAME.yaml``, and ``NAME_full.yaml`` for
+``--full``) and run them through :mod:`tuner.sweep` (resumable, on Dask).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from tuner import sweep
+
+
+def study_parser(doc: str, full_help: str) -> argparse.ArgumentParser:
+    """``--full``, ``-o/--out``, ``--workers`` and ``--scheduler``, as every sweep study takes."""
+    p = argparse.ArgumentParser(description=doc.splitlines()[0])
+    p.add_argument("--full", action="store_true", help=full_help)
+    p.add_argument("-o", "--out", required=True, type=Path, help="output directory")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local Dask workers (default: cores; 0 = in this process)")
+    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask cluster")
+    return p
+
+
+def run_spec_files(here: Path, names: Iterable[str], out: Path, full: bool, workers: int | None,
+                   scheduler: str | None, progress: bool = True
+                   ) -> dict[str, list[sweep.PointResult]]:
+    """Run (or resume) the spec ``here/NAME[_full].yaml`` of every name into ``out/NAME``;
+    return each sweep's results by name."""
+    results = {}
+    for name in names:
+        path = here / f"{name}{'_full' if full else ''}.yaml"
+        sweep.run_sweep(sweep.load_spec(path), out / name, workers=workers, scheduler=scheduler,
+                        progress=progress, spec_text=path.read_text())
+        results[name] = sweep.read_results(out / name / sweep.RESULTS_JSONL)
+    return results
+
+
+def ok_rows(results: Iterable[sweep.PointResult], study: str) -> list[dict]:
+    """Flat rows (point + output) of the points that succeeded; failures go to stderr."""
+    results = list(results)
+    for r in results:
+        if not r.ok:
+            print(f"{study}: point {r.point} failed: {r.error}", file=sys.stderr)
+    return [{**r.args, **r.output} for r in results if r.ok]
