@@ -28,7 +28,9 @@ def register(sub) -> argparse.ArgumentParser:
         description="Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
         "communication on the fabric) of a GPT model. Flags override the model preset.",
     )
-    p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec); flags win")
+    p.add_argument("--job", default=None,
+                   help="YAML/JSON job file (keys of JobSpec) or packaged job name "
+                   "(gpt3-175b, tiny); flags win")
     p.add_argument("--model", default=None, help="model preset, e.g. gpt3-175b (default)")
     p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
@@ -68,12 +70,9 @@ def register(sub) -> argparse.ArgumentParser:
 def _job_from_args(args: argparse.Namespace):
     from netsim.workload import JobSpec, Overlap
 
-    data: dict = {}
-    if args.job:
-        import yaml
+    from tuner.jobs import job_source, read_job_dict
 
-        with open(args.job) as fh:
-            data = dict(yaml.safe_load(fh) or {})
+    data: dict = read_job_dict(args.job) if args.job else {}
     flags = {"model": args.model, "gpu": args.gpu, "gpus": args.gpus, "tp": args.tp,
              "pp": args.pp, "dp": args.dp, "global_batch": args.global_batch,
              "micro_batch": args.micro_batch, "seq": args.seq, "vocab": args.vocab,
@@ -82,7 +81,7 @@ def _job_from_args(args: argparse.Namespace):
     data.update({k: v for k, v in flags.items() if v is not None})
     if args.overlap:
         data["overlap"] = _parse_overlap(args.overlap, Overlap)
-    return JobSpec.from_dict(data)
+    return JobSpec.from_dict(data, source=job_source(args.job))
 
 
 def _parse_overlap(text: str, overlap_cls):

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import yaml
+from inputspec import InputError, read_data
 
 _HERE = Path(__file__).parent
 
@@ -27,19 +27,38 @@ def packaged_jobs() -> list[str]:
     return sorted(p.stem for p in _HERE.glob("*.yaml"))
 
 
-def read_job_dict(spec: str) -> dict[str, Any]:
-    """Keys of a job file path or packaged example name."""
+def resolve_job(spec: str) -> Path:
+    """The file a ``--job`` value names: a path, or a packaged example's name."""
     path = Path(spec)
-    if not path.is_file():
-        named = _HERE / f"{spec}.yaml"
-        if not named.is_file():
-            raise ValueError(f"--job {spec!r}: no such file and no packaged job of that name "
-                             f"(packaged: {', '.join(packaged_jobs())})")
-        path = named
-    data = yaml.safe_load(path.read_text()) or {}
+    if path.is_file():
+        return path
+    named = _HERE / f"{spec}.yaml"
+    if named.is_file() and not path.exists():
+        return named
+    raise InputError(f"--job {spec!r}", problem="no such file and no packaged job of that "
+                     f"name (packaged: {', '.join(packaged_jobs())})")
+
+
+def read_job_dict(spec: str) -> dict[str, Any]:
+    """Keys of a job file path or packaged example name (file errors name the file)."""
+    path = resolve_job(spec)
+    data = read_data(path, "job")
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ValueError(f"job file {path}: expected a mapping of keys such as model, tp, pp, dp")
+        raise InputError(f"job file {path}", None, data,
+                         "a mapping of keys such as model, tp, pp, dp", {"tp": 8})
     return data
+
+
+def job_source(spec: str | None) -> str:
+    """How errors name a job: its file, plus the flags that override it."""
+    if not spec:
+        return "job flags"
+    try:
+        return f"job file {resolve_job(spec)}"
+    except ValueError:
+        return f"job {spec!r}"
 
 
 def load_job(spec: str | None = None, **overrides: Any):
@@ -47,10 +66,12 @@ def load_job(spec: str | None = None, **overrides: Any):
     from netsim.workload import JobSpec
 
     data = read_job_dict(spec) if spec else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    data.update(flags)
     if not data:
         raise ValueError("no job given: pass --job FILE|NAME or --model/--tp/--pp/--dp flags")
-    return JobSpec.from_dict(data)
+    source = job_source(spec) + (" with flags" if spec and flags else "")
+    return JobSpec.from_dict(data, source=source)
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
