@@ -105,14 +105,18 @@ def _rule_of(field: dataclasses.Field, extra: Mapping[str, Any] | None) -> Rule:
     return field.metadata.get(_META_KEY, Rule())
 
 
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
 def _bounds_text(r: Rule) -> str:
     parts = []
     if r.gt is not None:
-        parts.append(f"> {r.gt:g}")
+        parts.append(f"> {_num(r.gt)}")
     if r.min is not None:
-        parts.append(f">= {r.min:g}")
+        parts.append(f">= {_num(r.min)}")
     if r.max is not None:
-        parts.append(f"<= {r.max:g}")
+        parts.append(f"<= {_num(r.max)}")
     return " " + " and ".join(parts) if parts else ""
 
 
@@ -161,7 +165,7 @@ def example_for(tp: Any, r: Rule = Rule(), default: Any = _MISSING) -> Any:
     choices = r.choice_list()
     if choices:
         return choices[0]
-    if default is not _MISSING and default is not _UNSET and default is not None \
+    if default is not _MISSING and default is not _UNSET and default not in (None, "") \
             and _fits(default, r):
         return default
     origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -398,11 +402,12 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number a file may hold")
 
 
-def parse_text(text: str, fmt: str, source: str) -> Any:
-    """Parse YAML or JSON text; syntax errors, NaN/Infinity in JSON and deep nesting refused."""
+def parse_text(text: str, fmt: str, source: str, *, nonfinite: bool = False) -> Any:
+    """Parse YAML or JSON text; syntax errors and deep nesting refused, and NaN/Infinity in
+    JSON unless ``nonfinite`` (then the schema decides per field, ``Rule(allow_inf=True)``)."""
     try:
         if fmt == "json":
-            return json.loads(text, parse_constant=_no_constant)
+            return json.loads(text, parse_constant=None if nonfinite else _no_constant)
         import yaml
 
         return yaml.safe_load(text)
@@ -418,9 +423,9 @@ def parse_text(text: str, fmt: str, source: str) -> Any:
 
 
 def read_data(path: str | Path, what: str = "input", *, max_bytes: int = MAX_FILE_BYTES,
-              default_format: str = "yaml") -> Any:
+              default_format: str = "yaml", nonfinite: bool = False) -> Any:
     """Parse a ``.json`` (JSON) or any other (YAML, a superset of JSON) file."""
     p = Path(path)
     text = read_text(p, what, max_bytes=max_bytes)
     fmt = "json" if p.suffix.lower() == ".json" else default_format
-    return parse_text(text, fmt, f"{what} file {p}")
+    return parse_text(text, fmt, f"{what} file {p}", nonfinite=nonfinite)

@@ -53,7 +53,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--fabric", default=None,
                    help="fabric preset or file; default: a rail-optimised fabric sized to the job")
     p.add_argument("--placement", default=None,
-                   help="file with one GPU position per rank (whitespace separated)")
+                   help="placement.json written by netsim place/recommend (with the same "
+                   "--fabric), or a file with one GPU position per rank (whitespace separated)")
     p.add_argument("--calibration", default=None, help="calibration.json from netsim calibrate")
     p.add_argument("--nic-scale", type=float, default=1.0,
                    help="what-if multiplier of every NIC's bandwidth")
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         from netsim.calibration import load_calibration
 
         calibration = load_calibration(args.calibration)
-    placement = _read_placement(args.placement) if args.placement else None
+    placement = _read_placement(args.placement, fabric) if args.placement else None
 
     def say(msg: str) -> None:
         bar.set_description(msg)
@@ -147,12 +148,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_placement(path: str) -> list[int]:
-    with open(path) as fh:
-        try:
-            return [int(tok) for tok in fh.read().split()]
-        except ValueError:
-            raise ValueError(f"placement file {path}: expected integers (GPU positions)") from None
+def _read_placement(path: str, fabric=None) -> list[int]:
+    """``placement.json`` from place/recommend (needs its --fabric) or GPU positions."""
+    from tuner.inputs import placement_positions
+
+    return placement_positions(path, fabric)
 
 
 def _print_human(pred, fabric, comm: str) -> None:

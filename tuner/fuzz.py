@@ -1,0 +1,287 @@
+"""Fuzz the input files of the CLI: mutate valid fabric and job files, run the commands that
+read them, and count tracebacks, hangs and nonsense accepted.
+
+Each case takes a valid file, applies one mutation (a key set to a wrong type, null, NaN,
+infinity, a huge or negative number, a word where a number goes; a key removed or added; the
+whole file replaced by non-UTF-8 bytes, a list, a scalar or broken syntax) and runs
+``netsim topo FILE --json`` (fabric) or ``netsim predict --job FILE --json`` (job) in-process.
+An oracle built from the schema (the dataclass annotations) says whether the mutation must be
+refused ("nonsense") or may go either way (a zero, a huge count, a removed key). Outcomes:
+
+``clean``      exit 2 with exactly one line on stderr;
+``accepted``   exit 0;
+``traceback``  an exception escaped, or stderr held more than one line;
+``hang``       the case ran past its time limit.
+
+``nonsense_accepted`` counts cases the oracle says must be refused that exited 0. Run::
+
+    python -m tuner.fuzz --seed 2026 -n 400 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import math
+import os
+import signal
+import sys
+import tempfile
+import typing
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+#: Values a key is set to, with the oracle's category.
+WORDS = ["abc", "h100", "megascale", "", "1e3", "true"]
+CONTAINERS = [[1, 2], {"a": 1}, []]
+SPECIALS = [None, True, False, math.nan, math.inf, -math.inf]
+NUMBERS = [-5, 0, 0.5, 2.5, 65, 10**12, 10**30, 1e308, -1e308]
+
+
+@dataclasses.dataclass
+class Case:
+    """One mutated file and what the oracle expects of it."""
+
+    format: str                 # "fabric" | "job"
+    mutation: str               # human-readable description
+    must_refuse: bool           # True: accepting it is nonsense
+    text: bytes                 # the file's bytes
+    suffix: str = ".yaml"
+
+
+@dataclasses.dataclass
+class Outcome:
+    case: Case
+    result: str                 # clean | accepted | traceback | hang
+    rc: int | None
+    stderr: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Valid starting points and the schema oracle
+
+
+def _fabric_bases() -> list[dict]:
+    from topologies.files import PRESETS, spec_to_dict
+
+    out = [spec_to_dict(PRESETS[n]) for n in ("fat-tree-k4", "fat-tree-k8", "leaf-spine-64")]
+    out.append({**spec_to_dict(PRESETS["megascale"]), "servers": 128, "name": "small-clos"})
+    return out
+
+
+def _job_bases() -> list[dict]:
+    from tuner.jobs import read_job_dict
+
+    tiny = read_job_dict("tiny")
+    return [tiny, read_job_dict("gpt3-175b"),
+            {**tiny, "overlap": {"dp_grad_reduce": True, "tp_comm": False}, "recompute": True,
+             "seq": 1024, "virtual_stages": 1}]
+
+
+def _hints(fmt: str, data: dict) -> dict[str, Any]:
+    if fmt == "fabric":
+        from topologies.files import KINDS
+
+        return typing.get_type_hints(KINDS[data["kind"]])
+    from netsim.workload import JobSpec
+
+    return typing.get_type_hints(JobSpec)
+
+
+def _is_nonsense(value: Any, tp: Any, key: str) -> bool:
+    """True when ``value`` can never be right for a key of annotation ``tp``."""
+    args = typing.get_args(tp)
+    optional = type(None) in args
+    base = next((a for a in args if a is not type(None)), tp) if args and optional else tp
+    if value is None:
+        return not optional
+    if isinstance(value, float) and not math.isfinite(value):
+        return True
+    if key == "overlap":
+        return not isinstance(value, dict) and value not in ("megascale", "none")
+    if base is bool:
+        return not isinstance(value, bool)
+    if base in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return True
+        if base is int and value != int(value):
+            return True
+        return value < 0
+    if base is str:
+        return not isinstance(value, str)
+    if typing.get_origin(base) is tuple:
+        return not isinstance(value, list)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Mutations
+
+
+def _dump(data: Any, suffix: str) -> bytes:
+    if suffix == ".json":
+        return json.dumps(data, allow_nan=True).encode()
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
+
+
+def _value_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> Case:
+    hints = _hints(fmt, base)
+    keys = [k for k in base if k != "kind"] + [k for k in hints if k not in base]
+    key = keys[int(rng.integers(len(keys)))]
+    pool = WORDS + CONTAINERS + SPECIALS + NUMBERS
+    value = pool[int(rng.integers(len(pool)))]
+    data = {**base, key: value}
+    return Case(fmt, f"{key}: {value!r}", _is_nonsense(value, hints.get(key, Any), key),
+                _dump(data, suffix), suffix)
+
+
+def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> Case:
+    choice = int(rng.integers(6))
+    if choice == 0:
+        data = {**base, "colour": "red"}
+        return Case(fmt, "unknown key colour", True, _dump(data, suffix), suffix)
+    if choice == 1:
+        key = list(base)[int(rng.integers(len(base)))]
+        data = {k: v for k, v in base.items() if k != key}
+        return Case(fmt, f"key {key} removed", fmt == "fabric" and key == "kind",
+                    _dump(data, suffix), suffix)
+    if choice == 2:
+        raw = _dump(base, suffix)
+        cut = int(rng.integers(1, len(raw)))
+        return Case(fmt, "non-UTF-8 byte inserted", True, raw[:cut] + b"\xff\xfe" + raw[cut:],
+                    suffix)
+    if choice == 3:
+        return Case(fmt, "top level is a list", True, _dump([base], suffix), suffix)
+    if choice == 4:
+        return Case(fmt, "top level is a number", True, _dump(42, suffix), suffix)
+    raw = _dump(base, suffix)
+    return Case(fmt, "file truncated", False, raw[: int(rng.integers(1, len(raw)))], suffix)
+
+
+def make_cases(n: int, seed: int) -> list[Case]:
+    """``n`` mutated files, half fabric and half job, drawn from ``seed``."""
+    rng = np.random.default_rng(seed)
+    bases = {"fabric": _fabric_bases(), "job": _job_bases()}
+    cases = []
+    for i in range(n):
+        fmt = "fabric" if i % 2 == 0 else "job"
+        base = bases[fmt][int(rng.integers(len(bases[fmt])))]
+        suffix = ".json" if rng.random() < 0.3 else ".yaml"
+        make = _value_case if rng.random() < 0.75 else _structure_case
+        cases.append(make(fmt, base, rng, suffix))
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _alarm(signum, frame):  # pragma: no cover - only on a hang
+    raise _Timeout()
+
+
+def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
+    """Run the command that reads the case's file, in-process, and classify the outcome."""
+    from tuner.cli import main
+
+    path = workdir / f"input{case.suffix}"
+    path.write_bytes(case.text)
+    argv = ["topo", str(path), "--json"] if case.format == "fabric" else \
+        ["predict", "--job", str(path), "--json"]
+    err, out = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout_s)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+            rc = main(argv)
+    except SystemExit as exc:
+        rc = exc.code if isinstance(exc.code, int) else 2
+    except _Timeout:
+        return Outcome(case, "hang", None, "")
+    except BaseException as exc:  # noqa: BLE001 - a traceback is what we count
+        return Outcome(case, "traceback", None, f"{type(exc).__name__}: {exc}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    text = err.getvalue().strip()
+    if rc == 0:
+        return Outcome(case, "accepted", rc, text)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    ok = rc == 2 and len(lines) == 1
+    return Outcome(case, "clean" if ok else "traceback", rc, text)
+
+
+def fuzz(n: int = 400, seed: int = 2026, timeout_s: int = 60,
+         memory_limit_bytes: int = 2**30) -> dict[str, Any]:
+    """Run ``n`` cases; returns the counts and the offending cases.
+
+    The memory limit (``NETSIM_MEMORY_LIMIT_BYTES``) is lowered to ``memory_limit_bytes`` so
+    that huge-but-valid files are refused by the resource bound instead of taking minutes.
+    """
+    old_limit = os.environ.get("NETSIM_MEMORY_LIMIT_BYTES")
+    os.environ["NETSIM_MEMORY_LIMIT_BYTES"] = str(memory_limit_bytes)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            outcomes = [run_case(c, Path(tmp), timeout_s) for c in make_cases(n, seed)]
+    finally:
+        if old_limit is None:
+            os.environ.pop("NETSIM_MEMORY_LIMIT_BYTES", None)
+        else:
+            os.environ["NETSIM_MEMORY_LIMIT_BYTES"] = old_limit
+    return summarize(outcomes, n, seed)
+
+
+def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
+    counts = Counter(o.result for o in outcomes)
+    nonsense = [o for o in outcomes if o.case.must_refuse and o.result == "accepted"]
+    bad = [o for o in outcomes if o.result in ("traceback", "hang")]
+    unnamed = [o for o in outcomes if o.result == "clean" and o.case.format == "fabric"
+               and "fabric" not in o.stderr and "topo" not in o.stderr]
+    return {
+        "cases": n, "seed": seed,
+        "by_format": dict(Counter(o.case.format for o in outcomes)),
+        "clean_errors": counts["clean"], "accepted": counts["accepted"],
+        "tracebacks": counts["traceback"], "hangs": counts["hang"],
+        "must_refuse": sum(o.case.must_refuse for o in outcomes),
+        "nonsense_accepted": len(nonsense),
+        "errors_without_file": len(unnamed),
+        "examples": {
+            "tracebacks": [f"{o.case.format} {o.case.mutation}: {o.stderr[:200]}" for o in bad],
+            "nonsense_accepted": [f"{o.case.format} {o.case.mutation}" for o in nonsense],
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tuner.fuzz", description=__doc__.split("\n")[0])
+    p.add_argument("-n", type=int, default=400, help="number of mutated files (default 400)")
+    p.add_argument("--seed", type=int, default=2026, help="seed of the mutations")
+    p.add_argument("--timeout-s", type=int, default=60, help="per-case limit counted as a hang")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    args = p.parse_args(argv)
+    res = fuzz(args.n, args.seed, args.timeout_s)
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        for k, v in res.items():
+            if k != "examples":
+                print(f"{k:>20}: {v}")
+        for k, v in res["examples"].items():
+            for line in v:
+                print(f"{k}: {line}")
+    return 0 if res["tracebacks"] == res["hangs"] == res["nonsense_accepted"] == 0 else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
