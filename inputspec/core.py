@@ -402,9 +402,11 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a number a file may hold")
 
 
-def parse_text(text: str, fmt: str, source: str, *, nonfinite: bool = False) -> Any:
-    """Parse YAML or JSON text; syntax errors and deep nesting refused, and NaN/Infinity in
-    JSON unless ``nonfinite`` (then the schema decides per field, ``Rule(allow_inf=True)``)."""
+def parse_text(text: str, fmt: str, source: str, *, nonfinite: bool = True) -> Any:
+    """Parse YAML or JSON text; syntax errors and deep nesting refused. NaN/Infinity in JSON
+    are read as floats (``nonfinite``, the default) so that the schema refuses them naming
+    the field (``Rule(allow_inf=True)`` lets a field hold infinity); ``nonfinite=False``
+    refuses them at parse time."""
     try:
         if fmt == "json":
             return json.loads(text, parse_constant=None if nonfinite else _no_constant)
@@ -423,7 +425,7 @@ def parse_text(text: str, fmt: str, source: str, *, nonfinite: bool = False) -> 
 
 
 def read_data(path: str | Path, what: str = "input", *, max_bytes: int = MAX_FILE_BYTES,
-              default_format: str = "yaml", nonfinite: bool = False) -> Any:
+              default_format: str = "yaml", nonfinite: bool = True) -> Any:
     """Parse a ``.json`` (JSON) or any other (YAML, a superset of JSON) file."""
     p = Path(path)
     text = read_text(p, what, max_bytes=max_bytes)

@@ -120,7 +120,7 @@ def read_free_servers(path: str | Path, fabric) -> list[int]:
     JSON/YAML list, or a mapping with a ``servers`` list; order kept (the scheduler's)."""
     source = f"free-server file {path}"
     text = read_text(path, "free-server")
-    if text.strip()[:1] in "[{":
+    if text.strip()[:1] in "[{" or text.strip().startswith("- "):
         data = parse_text(text, "yaml", source)
     else:
         data = text.replace(",", " ").split()
