@@ -79,11 +79,24 @@ def load_fabric(spec: str | Path | Any) -> Fabric:
                      ".yaml/.json fabric file")
 
 
-def read_spec(path: str | Path) -> Any:
+def resolve_spec(spec: str | Path | Any) -> Any:
+    """The spec dataclass a preset name, fabric file or spec names, without building it."""
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        return spec
+    text = str(spec)
+    if text in PRESETS:
+        return PRESETS[text]
+    if Path(text).suffix.lower() in (".yaml", ".yml", ".json"):
+        return read_spec(text, check_size=False)
+    raise ValueError(f"unknown fabric {text!r}: give a preset ({', '.join(PRESETS)}) or a "
+                     ".yaml/.json fabric file")
+
+
+def read_spec(path: str | Path, *, check_size: bool = True) -> Any:
     """Read and validate a fabric file; returns the spec dataclass."""
     path = Path(path)
     data = read_data(path, "fabric")
-    return spec_from_dict(data, source=f"fabric file {path}")
+    return spec_from_dict(data, source=f"fabric file {path}", check_size=check_size)
 
 
 MAX_RADIX = 4096
@@ -112,7 +125,7 @@ def _rules(cls: type) -> dict[str, Rule]:
     return out
 
 
-def spec_from_dict(data: Any, source: str = "fabric") -> Any:
+def spec_from_dict(data: Any, source: str = "fabric", *, check_size: bool = True) -> Any:
     """Turn a mapping into a validated spec dataclass (errors name the file and field)."""
     if not isinstance(data, dict):
         raise InputError(source, None, data, "a mapping with a 'kind' key",
@@ -142,7 +155,8 @@ def spec_from_dict(data: Any, source: str = "fabric") -> Any:
         _validate(spec)
     except ValueError as exc:
         raise InputError(source, problem=str(exc)) from None
-    check_fabric_size(spec, source)
+    if check_size:
+        check_fabric_size(spec, source)
     return spec
 
 

@@ -103,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
     from topologies.routing import Router
     from topologies.units import parse_bytes
 
-    fabric = load_fabric(args.fabric or DEFAULT_FABRIC)
+    from netsim.packet.build import check_packet_size
+    from topologies.files import resolve_spec
+
+    name = args.fabric or DEFAULT_FABRIC
+    check_packet_size(resolve_spec(name), f"--fabric {name}")
+    fabric = load_fabric(name)
     size = parse_bytes(args.size or DEFAULT_SIZE)
     rng = np.random.default_rng(args.seed)
     flows = _flows(args, fabric, size, rng)
