@@ -163,8 +163,10 @@ MODELS: dict[str, ModelConfig] = {
                     vocab=64000),
         ModelConfig(name="megascale-530b", layers=105, hidden=20480, heads=160, seq=2048,
                     vocab=64000),
-        # Tiny shapes for tests and the CPU trainer.
-        ModelConfig(name="tiny", layers=4, hidden=64, heads=4, seq=32, vocab=256),
+        # Tiny shapes for tests and the CPU trainer: the same shapes as the trainer's presets
+        # of these names (trainer/config.py), so that a name means one model everywhere.
+        ModelConfig(name="tiny", layers=4, hidden=32, heads=4, seq=16, vocab=64),
+        ModelConfig(name="small", layers=4, hidden=256, heads=8, seq=256, vocab=4096),
     )
 }
 

@@ -38,7 +38,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--pp", type=int, default=None, help="pipeline-parallel degree")
     p.add_argument("--dp", type=int, default=None, help="data-parallel degree")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration")
-    p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch")
+    p.add_argument("--micro-batch", "--micro-batch-size", dest="micro_batch", type=int,
+                   default=None, help="sequences per micro-batch (a size)")
+    _add_micro_batches(p)
     p.add_argument("--seq", type=int, default=None, help="sequence length override")
     p.add_argument("--vocab", type=int, default=None, help="vocabulary size override")
     p.add_argument("--virtual-stages", type=int, default=None,
@@ -82,7 +84,21 @@ def _job_from_args(args: argparse.Namespace):
     data.update({k: v for k, v in flags.items() if v is not None})
     if args.overlap:
         data["overlap"] = _parse_overlap(args.overlap, Overlap)
+    data = _apply_micro_batches(data, args)
     return JobSpec.from_dict(data, source=job_source(args.job))
+
+
+def _add_micro_batches(p) -> None:
+    from tuner.jobs import add_micro_batches_argument
+
+    add_micro_batches_argument(p)
+
+
+def _apply_micro_batches(data: dict, args: argparse.Namespace) -> dict:
+    from tuner.jobs import apply_micro_batches
+
+    return apply_micro_batches(data, getattr(args, "micro_batches", None), args.global_batch,
+                               args.micro_batch)
 
 
 def _parse_overlap(text: str, overlap_cls):

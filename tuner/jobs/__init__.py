@@ -80,11 +80,51 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"job YAML file or packaged name ({', '.join(packaged_jobs())})")
     g = p.add_argument_group("job as flags (override the file's keys)")
     for key, typ in JOB_FLAGS.items():
-        g.add_argument("--" + key.replace("_", "-"), dest=f"job_{key}", type=typ, default=None,
-                       metavar=key.upper())
+        names = ["--" + key.replace("_", "-")] + (["--micro-batch-size"]
+                                                  if key == "micro_batch" else [])
+        g.add_argument(*names, dest=f"job_{key}", type=typ, default=None, metavar=key.upper())
+    add_micro_batches_argument(g, dest="job_micro_batches")
+
+
+def add_micro_batches_argument(p, dest: str = "micro_batches") -> None:
+    """``--micro-batches`` (a count, as the trainer's flag) next to ``--micro-batch`` (a size)."""
+    p.add_argument("--micro-batches", dest=dest, type=int, default=None, metavar="M",
+                   help="micro-batches per pipeline per iteration (a count, as in the trainer); "
+                   "with --global-batch sets the micro-batch size, else global batch = "
+                   "M x dp x micro-batch size")
+
+
+def apply_micro_batches(data: dict[str, Any], count: int | None, global_flag: int | None,
+                        size_flag: int | None) -> dict[str, Any]:
+    """Turn a micro-batch *count* into the job keys (``micro_batch`` is a size, as in
+    Megatron-LM's ``--micro-batch-size``; the trainer's ``--micro-batches`` is a count)."""
+    if count is None:
+        return data
+    if count < 1:
+        raise InputError("--micro-batches", None, count, "an integer >= 1", 4)
+    dp = int(data.get("dp", 1) or 1)
+    if global_flag is not None and size_flag is None:
+        if global_flag % (dp * count):
+            raise InputError("--micro-batches", None, count, f"a divisor of global batch "
+                             f"{global_flag} / dp {dp}", max(1, global_flag // dp))
+        return {**data, "micro_batch": global_flag // (dp * count)}
+    want = count * dp * int(data.get("micro_batch", 1) or 1)
+    if global_flag is not None and global_flag != want:
+        raise InputError("--micro-batches", None, count, f"global batch {global_flag} = "
+                         "micro-batches x dp x micro-batch size", global_flag //
+                         (dp * int(data.get("micro_batch", 1) or 1)) or 1)
+    return {**data, "global_batch": want}
 
 
 def job_from_args(args: argparse.Namespace):
     """The JobSpec the parsed ``--job`` and job flags describe."""
     overrides = {k: getattr(args, f"job_{k}") for k in JOB_FLAGS}
-    return load_job(args.job, **overrides)
+    count = getattr(args, "job_micro_batches", None)
+    if count is None:
+        return load_job(args.job, **overrides)
+    data = read_job_dict(args.job) if args.job else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    data = apply_micro_batches(data, count, overrides["global_batch"], overrides["micro_batch"])
+    from netsim.workload import JobSpec
+
+    return JobSpec.from_dict(data, source=job_source(args.job) + " with flags")
