@@ -297,7 +297,7 @@ def _as_tuple(value, args, source, field, r, fail):
         return tuple(value)
     inner = Rule(min=r.min, max=r.max, gt=r.gt)
     return tuple(check_value(v, a, source, f"{field}[{i}]", inner)
-                 for i, (v, a) in enumerate(zip(value, args)))
+                 for i, (v, a) in enumerate(zip(value, args, strict=True)))
 
 
 def _check_rule(out: Any, r: Rule, fail) -> None:

@@ -11,7 +11,6 @@ or a bare list of such objects; ``size`` (``"2MB"``) may replace ``bytes``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path

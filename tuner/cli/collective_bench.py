@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     n = ranks if isinstance(ranks, int) else len(ranks)
     load = op == "alltoall" and (args.alltoall_mode == "load" or (
         args.alltoall_mode == "auto" and n > LOAD_MODE_ABOVE_RANKS))
-    failed = failed_from_args(args.fail_links)
+    failed = failed_from_args(args.fail_links, fabric)
     rows, results = [], []
     for size in sizes(parse_nccl_size(args.minbytes), parse_nccl_size(args.maxbytes),
                       args.stepfactor):

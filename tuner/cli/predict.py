@@ -72,7 +72,6 @@ def register(sub) -> argparse.ArgumentParser:
 
 def _job_from_args(args: argparse.Namespace):
     from netsim.workload import JobSpec, Overlap
-
     from tuner.jobs import job_source, read_job_dict
 
     data: dict = read_job_dict(args.job) if args.job else {}
