@@ -37,7 +37,7 @@ import numpy as np
 from netsim.hardware import HardwareProfile
 from netsim.models import ModelConfig
 from netsim.traces import RankTrace, TraceRun
-from netsim.workload.comm import AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
+from netsim.workload.comm import SCOPES, AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
 from netsim.workload.compute import OPTIMIZER_BYTES_PER_PARAM, RooflineCompute, TaskShape
 from netsim.workload.host import HostCost
 from netsim.workload.job import JobSpec, Overlap
@@ -454,6 +454,13 @@ def load_calibration(path: str | Path) -> Calibration:
         return {str(k): from_dict(Fit, v, source, prefix=f"{key}.{k}", rules=FIT_RULES)
                 for k, v in data[key].items()}
 
+    for k in data["comm"]:
+        parts = str(k).split("/")
+        if len(parts) not in (2, 3) or parts[1] not in SCOPES or \
+                (len(parts) == 3 and parts[2] not in ("tp", "pp", "dp")):
+            raise InputError(source, "comm", k, f"a key op/scope[/kind] with scope one of "
+                             f"{', '.join(SCOPES)} and kind tp, pp or dp", "all_reduce/tor")
+
     cores = check_value(data.get("host_cores"), float | None, source, "host_cores",
                         _rule(gt=0, allow_inf=True))
     host = check_value(data.get("host") or {}, dict[str, Any], source, "host")
@@ -478,8 +485,8 @@ def _rule(**kw: Any):
 FIT_RULES = {"intercept_s": dict(min=0, example=1e-5),
              "rate": dict(gt=0, allow_inf=True, example=1e11),
              "points": dict(min=0, example=8),
-             "rel_rms": dict(min=0, allow_inf=True, example=0.02),
-             "max_rel": dict(min=0, allow_inf=True, example=0.05)}
+             "rel_rms": dict(min=0, example=0.02),
+             "max_rel": dict(min=0, example=0.05)}
 
 
 # ---------------------------------------------------------------------------------------------

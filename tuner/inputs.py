@@ -74,16 +74,24 @@ def _positions(items: Any, source: str) -> list[int]:
     return out
 
 
-def placement_positions(path: str | Path, fabric=None) -> list[int]:
-    """GPU position (index in ``fabric.gpus``) of every rank, from either placement format."""
+def placement_positions(path: str | Path, fabric=None, world: int | None = None) -> list[int]:
+    """GPU position (index in ``fabric.gpus``) of every rank, from either placement format;
+    ``world`` (the job's ranks) and the fabric's GPU count are checked when given."""
+    source = f"placement file {path}"
     doc = read_placement_file(path)
     if isinstance(doc, list):
-        return doc
-    source = f"placement file {path}"
-    if fabric is None:
+        out = doc
+    elif fabric is None:
         raise InputError(source, problem="names GPUs of fabric "
                          f"{doc.fabric or '?'}: give the same --fabric to read it")
-    return [_position(r, fabric, source) for r in sorted(doc.ranks, key=lambda r: r.rank)]
+    else:
+        out = [_position(r, fabric, source) for r in sorted(doc.ranks, key=lambda r: r.rank)]
+    if world is not None and len(out) != world:
+        raise InputError(source, problem=f"places {len(out)} ranks; the job has {world}")
+    if fabric is not None and max(out) >= len(fabric.gpus):
+        raise InputError(source, problem=f"GPU position {max(out)} is beyond fabric "
+                         f"{fabric.name}'s {len(fabric.gpus)} GPUs")
+    return out
 
 
 def _position(r: PlacementRank, fabric, source: str) -> int:

@@ -77,10 +77,13 @@ def _assert_refused(argv: list[str], path: Path, key: str) -> None:
 def _nonsense_for(tp) -> list:
     args = typing.get_args(tp)
     optional = type(None) in args
-    base = next((a for a in args if a is not type(None)), tp) if args else tp
+    members = [a for a in args if a is not type(None)]
+    base = members[0] if args else tp
     pool = [[1, 2], {"a": 1}, math.nan, math.inf]
     if not optional:
         pool.append(None)
+    if len(members) > 1:  # e.g. str | int: only what no member accepts
+        return pool + [True, 0.5]
     if base is bool:
         pool += [65, "abc", 2.5, 0]
     elif base in (int, float):
@@ -393,14 +396,16 @@ FITS = st.builds(lambda a, r, p, q, m: {"intercept_s": a, "rate": r, "points": p
 def calibration_dicts(draw) -> dict:
     from netsim.calibration import SCHEMA
 
-    keys = st.sampled_from(["forward", "backward", "optimizer", "all_reduce/server"])
+    keys = st.sampled_from(["forward", "backward", "optimizer"])
+    comm_keys = st.sampled_from(["all_reduce/server", "all_gather/tor", "all_reduce/tor/dp",
+                                 "send/cross_tor/pp"])
     return {"schema": SCHEMA, "sources": draw(st.lists(NAMES, max_size=3)),
             "world_size": draw(st.integers(1, 64)),
             "host_cores": draw(st.none() | st.floats(0.5, 256)),
             "host": draw(st.dictionaries(st.sampled_from(["cpu_msg_s", "cpu_iter_s"]),
                                          st.floats(0, 1), max_size=2)),
             "compute": draw(st.dictionaries(keys, FITS, max_size=3)),
-            "comm": draw(st.dictionaries(keys, FITS, max_size=3))}
+            "comm": draw(st.dictionaries(comm_keys, FITS, max_size=3))}
 
 
 def _calibration_roundtrip(data):
@@ -427,6 +432,15 @@ def bad_calibrations(draw):
         value = -5
     data["compute"] = {"forward": {**fit, key: value}}
     return data, key
+
+
+def test_calibration_comm_keys_checked(tmp_path):
+    from netsim.calibration import SCHEMA
+
+    fit = {"intercept_s": 0.0, "rate": 1e9, "points": 3, "rel_rms": 0.0, "max_rel": 0.0}
+    path = tmp_path / "cal.json"
+    path.write_text(json.dumps({"schema": SCHEMA, "compute": {}, "comm": {"backward": fit}}))
+    _assert_refused(["predict", "--job", "tiny", "--calibration", str(path)], path, "comm")
 
 
 def _calibration_refused(case):

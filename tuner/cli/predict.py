@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         from netsim.calibration import load_calibration
 
         calibration = load_calibration(args.calibration)
-    placement = _read_placement(args.placement, fabric) if args.placement else None
+    placement = _read_placement(args.placement, fabric, job.world) if args.placement else None
 
     def say(msg: str) -> None:
         bar.set_description(msg)
@@ -163,11 +163,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_placement(path: str, fabric=None) -> list[int]:
+def _read_placement(path: str, fabric=None, world: int | None = None) -> list[int]:
     """``placement.json`` from place/recommend (needs its --fabric) or GPU positions."""
     from tuner.inputs import placement_positions
 
-    return placement_positions(path, fabric)
+    return placement_positions(path, fabric, world)
 
 
 def _print_human(pred, fabric, comm: str) -> None:
