@@ -332,14 +332,16 @@ def _cc_settings(cc, settings: list[Setting]) -> tuple[dict, dict, dict]:
     return rp, np_, ecn
 
 
-def write_outputs(rec: Recommendation, outdir: Path) -> list[Path]:
-    """Write the six files into ``outdir``; returns their paths."""
-    from tuner import render
+def write_outputs(rec: Recommendation, outdir: Path, fabric=None) -> list[Path]:
+    """Write the six files into ``outdir``, plus the deployable scripts and switch configs of
+    ``tuner.deploy`` when the fabric is given; returns their paths."""
+    from tuner import deploy, render
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = {n: outdir / n for n in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
                                      "switch_qos.yaml", "placement.json", "report.md")}
+    deploy.complete_env(rec.env, rec.env_reasons, outdir)
     render.write_nccl_env(paths["nccl.env"], rec.env, rec.env_reasons)
     render.write_tuner_csv(paths["nccl_tuner.csv"], rec.tuner_rows)
     render.write_nic_conf(paths["nic_dcqcn.conf"], rec.nic_rp, rec.nic_np, ROCE_PRIO)
@@ -351,4 +353,7 @@ def write_outputs(rec: Recommendation, outdir: Path) -> list[Path]:
                             "predicted_iteration_s": rec.iteration_recommended_s})
     render.write_report(paths["report.md"], f"Recommendation: {rec.job['model']} on {rec.fabric}",
                         rec.settings, rec.summary, rec.notes)
-    return list(paths.values())
+    extra = [] if fabric is None else deploy.write_deployables(
+        outdir, fabric, rp=rec.nic_rp, np_=rec.nic_np, ecn=rec.ecn, priority=ROCE_PRIO,
+        cnp_priority=CNP_PRIO, dscp=ROCE_DSCP, cnp_dscp=CNP_DSCP)
+    return list(paths.values()) + extra

@@ -66,9 +66,9 @@ def test_predict_reads_the_placement_json_place_writes(tmp_path):
 def test_placement_schema_reads_what_recommend_writes(tmp_path):
     """recommend writes placement.json through render.write_placement with these extra keys."""
     from netsim.workload import JobSpec
+    from topologies import load_fabric
     from tuner.inputs import placement_positions, read_placement_file
     from tuner.render import write_placement
-    from topologies import load_fabric
 
     fabric = load_fabric("fat-tree-k4")
     rows = [{"rank": r, "host": fabric.servers[g], "local_rank": 0, "gpu": fabric.gpus[g]}
