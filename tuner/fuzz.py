@@ -54,6 +54,7 @@ class Case:
     must_refuse: bool           # True: accepting it is nonsense
     text: bytes                 # the file's bytes
     suffix: str = ".yaml"
+    key: str | None = None      # the key set to a new value, if any
 
 
 @dataclasses.dataclass
@@ -139,7 +140,7 @@ def _value_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> 
     value = pool[int(rng.integers(len(pool)))]
     data = {**base, key: value}
     return Case(fmt, f"{key}: {value!r}", _is_nonsense(value, hints.get(key, Any), key),
-                _dump(data, suffix), suffix)
+                _dump(data, suffix), suffix, key)
 
 
 def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> Case:
@@ -246,8 +247,9 @@ def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
     counts = Counter(o.result for o in outcomes)
     nonsense = [o for o in outcomes if o.case.must_refuse and o.result == "accepted"]
     bad = [o for o in outcomes if o.result in ("traceback", "hang")]
-    unnamed = [o for o in outcomes if o.result == "clean" and o.case.format == "fabric"
-               and "fabric" not in o.stderr and "topo" not in o.stderr]
+    unnamed = [o for o in outcomes if o.result == "clean" and "input." not in o.stderr]
+    keyed = [o for o in outcomes if o.result == "clean" and o.case.key]
+    field_named = [o for o in keyed if o.case.key in o.stderr]
     return {
         "cases": n, "seed": seed,
         "by_format": dict(Counter(o.case.format for o in outcomes)),
@@ -256,9 +258,13 @@ def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
         "must_refuse": sum(o.case.must_refuse for o in outcomes),
         "nonsense_accepted": len(nonsense),
         "errors_without_file": len(unnamed),
+        "key_errors": len(keyed), "key_errors_naming_the_key": len(field_named),
         "examples": {
             "tracebacks": [f"{o.case.format} {o.case.mutation}: {o.stderr[:200]}" for o in bad],
             "nonsense_accepted": [f"{o.case.format} {o.case.mutation}" for o in nonsense],
+            "errors_without_file": [o.stderr[:200] for o in unnamed],
+            "key_errors_not_naming_the_key": [f"{o.case.mutation}: {o.stderr[:200]}"
+                                              for o in keyed if o not in field_named],
         },
     }
 

@@ -195,6 +195,12 @@ def _bytes_choices() -> tuple[int, ...]:
     return (1, 2, 4, 8)
 
 
+def _gpu_choices() -> tuple[str, ...]:
+    from netsim.hardware import HARDWARE
+
+    return tuple(HARDWARE)
+
+
 #: Bounds of the job-file keys beyond their types (``inputspec.Rule`` keyword arguments).
 JOB_RULES: dict[str, dict[str, Any]] = {
     **{k: dict(min=1, max=2**24, example=8) for k in ("tp", "pp", "dp")},
@@ -210,6 +216,7 @@ JOB_RULES: dict[str, dict[str, Any]] = {
     "ffn_hidden": dict(min=0, max=2**26, example=49152),
     "act_bytes": dict(choices=_bytes_choices, example=2),
     "grad_bytes": dict(choices=_bytes_choices, example=4),
+    "gpu": dict(choices=_gpu_choices, example="a100"),
     "order": dict(choices=("tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp",
                            "pp-dp-tp"), example="tp-dp-pp"),
 }
