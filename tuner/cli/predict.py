@@ -84,7 +84,10 @@ def _job_from_args(args: argparse.Namespace):
     if args.overlap:
         data["overlap"] = _parse_overlap(args.overlap, Overlap)
     data = _apply_micro_batches(data, args)
-    return JobSpec.from_dict(data, source=job_source(args.job))
+    given = any(v is not None for v in flags.values()) or args.overlap or \
+        getattr(args, "micro_batches", None) is not None
+    source = job_source(args.job) + (" with flags" if args.job and given else "")
+    return JobSpec.from_dict(data, source=source)
 
 
 def _add_micro_batches(p) -> None:
