@@ -24,13 +24,19 @@ from inputspec.core import (
     rule,
     to_dict,
 )
-from inputspec.resources import ResourceError, available_memory_bytes, check_memory
+from inputspec.resources import (
+    ResourceError,
+    available_memory_bytes,
+    check_memory,
+    check_time,
+)
 
 __all__ = [
     "InputError",
     "ResourceError",
     "available_memory_bytes",
     "check_memory",
+    "check_time",
     "check_value",
     "from_dict",
     "read_data",

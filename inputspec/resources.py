@@ -10,6 +10,9 @@ from inputspec.core import InputError
 MEMORY_SHARE = 0.8
 #: ``NETSIM_MEMORY_LIMIT_BYTES`` overrides the limit (tests, shared machines).
 ENV_LIMIT = "NETSIM_MEMORY_LIMIT_BYTES"
+#: ``NETSIM_TIME_LIMIT_S`` overrides the longest run planned up front (default one hour).
+ENV_TIME_LIMIT = "NETSIM_TIME_LIMIT_S"
+DEFAULT_TIME_LIMIT_S = 3600.0
 
 
 class ResourceError(InputError):
@@ -54,3 +57,17 @@ def check_memory(estimate_bytes: float, what: str, how: str, source: str = "inpu
         raise ResourceError(source, problem=f"{what} needs about {_gib(estimate_bytes)} of "
                             f"memory ({how}); the limit here is {_gib(limit)} ({MEMORY_SHARE:.0%}"
                             f" of available memory, or ${ENV_LIMIT}): shrink it")
+
+
+def time_limit_s() -> float:
+    """The longest run one input may plan (``$NETSIM_TIME_LIMIT_S``, default one hour)."""
+    env = os.environ.get(ENV_TIME_LIMIT)
+    return float(env) if env else DEFAULT_TIME_LIMIT_S
+
+
+def check_time(estimate_s: float, what: str, how: str, source: str = "input") -> None:
+    """Refuse when the estimated run time exceeds the limit; the message gives both."""
+    limit = time_limit_s()
+    if estimate_s > limit:
+        raise ResourceError(source, problem=f"{what} would take about {estimate_s:,.0f} s "
+                            f"({how}); the limit is {limit:,.0f} s (${ENV_TIME_LIMIT}): shrink it")

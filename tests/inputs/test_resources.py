@@ -63,3 +63,18 @@ def test_fuzz_400_files_is_clean():
 
     res = fuzz(n=400, seed=2026)
     assert res["tracebacks"] == res["hangs"] == res["nonsense_accepted"] == 0, res["examples"]
+
+
+def test_huge_pipeline_schedule_refused():
+    """10^12 sequences per iteration would be 2.5 x 10^11 pipeline steps: refused up front."""
+    rc, err = _cli(["predict", "--job", "tiny", "--global-batch", "1000000000000"])
+    assert rc == 2 and "pipeline schedule" in err and "limit" in err
+
+
+def test_time_bound(monkeypatch):
+    from inputspec import check_time
+
+    monkeypatch.setenv("NETSIM_TIME_LIMIT_S", "10")
+    check_time(5, "it", "basis")
+    with pytest.raises(ResourceError, match=r"would take about 20 s \(basis\); the limit is 10 s"):
+        check_time(20, "it", "basis")
