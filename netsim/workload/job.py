@@ -238,8 +238,10 @@ def check_job_size(job: JobSpec, source: str = "job") -> None:
 
     check_memory(job.world * JOB_BYTES_PER_RANK, f"a job of {job.world:,} ranks",
                  f"{JOB_BYTES_PER_RANK:,} B per rank for the fabric it runs on", source)
-    tasks = job.pp * job.virtual_stages * (job.batch // max(1, job.dp * job.micro_batch))
-    how = f"{tasks:,} stage x micro-batch steps of the pipeline schedule"
+    m = job.batch // max(1, job.dp * job.micro_batch)
+    tasks = job.pp * job.virtual_stages * m
+    how = (f"pp {job.pp} x virtual_stages {job.virtual_stages} x {m:,} micro-batches "
+           f"(global_batch {job.batch:,} / (dp x micro_batch)) = {tasks:,} steps")
     check_memory(tasks * PIPELINE_BYTES_PER_TASK, "its pipeline schedule",
                  f"{how} x {PIPELINE_BYTES_PER_TASK:,} B", source)
     check_time(tasks * PIPELINE_S_PER_TASK, "predicting it",
