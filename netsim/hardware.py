@@ -119,7 +119,12 @@ H200 = HardwareProfile(
     nvlink_bps=450 * GB * 8, nic_bps=gbps(400), flash_attention=True,
 )
 
-HARDWARE: dict[str, HardwareProfile] = {hw.name: hw for hw in (A100, H100, H200)}
+# H800 SXM: the export variant of H100 SXM, same compute and HBM3, NVLink cut to 400 GB/s
+# total (200 GB/s each direction); DeepSeek-V3's nodes (arXiv:2412.19437 section 3.1) have
+# 8 GPUs and 8 x 400 Gb/s InfiniBand NICs ("IB (50 GB/s)" per GPU, section 3.2.2).
+H800 = H100.replace(name="h800", nvlink_bps=200 * GB * 8)
+
+HARDWARE: dict[str, HardwareProfile] = {hw.name: hw for hw in (A100, H100, H200, H800)}
 
 
 def get_hardware(name: str) -> HardwareProfile:

@@ -8,11 +8,16 @@ Presets (``MODELS``) carry their source:
   Clusters Using Megatron-LM" (arXiv:2104.04473), Table 1 (sequence 2048, vocabulary 51,200).
 * MegaScale: Jiang et al., NSDI'24 (arXiv:2402.15627), Table 1 (sequence 2048, vocabulary
   64,000); see ``shared/reference/nccl-roce.md`` section 1.7.
+* llama3-8b/70b/405b, mixtral-8x7b, deepseek-v3: their published transformers ``config.json``
+  (``netsim.hfconfig``, which also reads any ``config.json`` given as the model).
 
 FLOP counts follow Narayanan et al. 2021 section 5.1 (Eq. 3): a transformer layer's forward
 pass costs ``24 b s h^2 + 4 b s^2 h`` with a 4h feed-forward (we use the general
 ``2 b s (4 h^2 + 2 h f) + 4 b s^2 h`` for a feed-forward width ``f``), the logit layer
-``2 b s h V``; backward costs twice the forward. Model FLOPs (MFU, as PaLM and MegaScale
+``2 b s h V``; backward costs twice the forward. Today's shapes generalise the GEMM term
+(``netsim.modelflops`` writes each term down with its source): grouped-query attention
+projects K and V to ``kv_heads`` heads, a gated (SwiGLU) feed-forward has three matrices,
+an MoE layer runs its router, its ``top_k`` active experts and its shared experts. Model FLOPs (MFU, as PaLM and MegaScale
 define it) exclude activation recomputation; hardware FLOPs (Megatron's "achieved
 teraFLOP/s") include the recomputed forward of the transformer layers.
 """
@@ -43,6 +48,38 @@ class ModelConfig:
     """Sequence length s in tokens."""
     vocab: int = 51200
     """Vocabulary size V."""
+    kv_heads: int = 0
+    """Key/value heads of grouped-query attention; 0 means ``heads`` (multi-head)."""
+    head_dim: int = 0
+    """Width of one attention head; 0 means ``hidden / heads``."""
+    gated: bool = False
+    """Gated (SwiGLU) feed-forward: gate, up and down matrices instead of two."""
+    bias: bool = True
+    """Linear biases and LayerNorm betas (GPT); False for RMSNorm models without biases."""
+    tied_embeddings: bool = True
+    """The logit layer shares the token embedding (``tie_word_embeddings``)."""
+    learned_positions: bool = True
+    """A learned position embedding of ``seq`` rows (GPT); False for rotary models."""
+    experts: int = 0
+    """Routed experts of an MoE layer; 0 means a dense model."""
+    top_k: int = 0
+    """Experts each token is routed to."""
+    moe_ffn_hidden: int = 0
+    """Feed-forward width of one expert; 0 means ``ffn``."""
+    shared_experts: int = 0
+    """Always-active experts of an MoE layer (DeepSeek), each ``moe_ffn_hidden`` wide."""
+    first_dense_layers: int = 0
+    """Leading dense layers before the first MoE layer (DeepSeek ``first_k_dense_replace``)."""
+    moe_every: int = 1
+    """Layer i (from 0) is MoE when ``(i + 1) % moe_every == 0`` (Qwen ``decoder_sparse_step``)."""
+    q_lora_rank: int = 0
+    """Multi-head latent attention (DeepSeek-V2/V3): query compression rank; 0: no compression."""
+    kv_lora_rank: int = 0
+    """MLA key/value compression rank; 0 means standard attention."""
+    qk_rope_head_dim: int = 0
+    """MLA rotary part of a query/key head."""
+    v_head_dim: int = 0
+    """MLA value head width."""
 
     def __post_init__(self) -> None:
         for field in ("layers", "hidden", "heads", "seq", "vocab"):
@@ -50,8 +87,50 @@ class ModelConfig:
                 raise ValueError(f"model.{field} must be positive, got {getattr(self, field)}")
         if self.ffn_hidden < 0:
             raise ValueError("model.ffn_hidden must be >= 0 (0 means 4 x hidden)")
-        if self.hidden % self.heads:
+        if self.hidden % self.heads and not self.head_dim:
             raise ValueError(f"model.hidden {self.hidden} is not divisible by heads {self.heads}")
+        if self.kv and self.heads % self.kv:
+            raise ValueError(f"model.heads {self.heads} is not divisible by kv_heads {self.kv}: "
+                             "every key/value head serves the same number of query heads")
+        if self.experts and not 0 < self.top_k <= self.experts:
+            raise ValueError(f"model.top_k {self.top_k} must lie in 1..experts ({self.experts})")
+        if self.top_k and not self.experts:
+            raise ValueError("model.top_k is set but experts is 0: give experts or drop top_k")
+        if self.moe_every < 1 or self.first_dense_layers < 0:
+            raise ValueError("model.moe_every must be >= 1 and first_dense_layers >= 0")
+
+    @property
+    def kv(self) -> int:
+        """Key/value heads in use."""
+        return self.kv_heads or self.heads
+
+    @property
+    def dhead(self) -> int:
+        """Head width in use."""
+        return self.head_dim or self.hidden // self.heads
+
+    @property
+    def moe(self) -> bool:
+        """Whether the model has MoE layers."""
+        return self.experts > 0
+
+    @property
+    def expert_ffn(self) -> int:
+        """Width of one expert's feed-forward."""
+        return self.moe_ffn_hidden or self.ffn
+
+    def moe_layers(self):
+        """Boolean array, one entry per layer: whether it is an MoE layer."""
+        import numpy as np
+
+        i = np.arange(self.layers)
+        if not self.moe:
+            return np.zeros(self.layers, bool)
+        return (i >= self.first_dense_layers) & ((i + 1) % self.moe_every == 0)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return int(self.moe_layers().sum())
 
     @property
     def ffn(self) -> int:
@@ -63,32 +142,55 @@ class ModelConfig:
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
 
     # ---- parameters -------------------------------------------------------------------------
-    def layer_params(self) -> int:
-        """Weights and biases of one transformer layer (attention, MLP, two layer norms)."""
-        h, f = self.hidden, self.ffn
-        return 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h
+    def layer_params(self, moe: bool = False) -> int:
+        """Weights and biases of one transformer layer (attention, MLP, two norms); with
+        ``moe`` an MoE layer's (router, every expert, shared experts)."""
+        from netsim.modelflops import attention_params, ffn_params, norm_params
+
+        return attention_params(self) + ffn_params(self, moe) + norm_params(self)
+
+    def expert_params(self) -> int:
+        """Routed-expert weights of one MoE layer (the part split over expert parallelism)."""
+        from netsim.modelflops import expert_params
+
+        return expert_params(self)
 
     def embedding_params(self) -> int:
-        """Token and position embeddings (the logit layer shares the token embedding)."""
-        return self.vocab * self.hidden + self.seq * self.hidden
+        """Token and position embeddings (and an untied output layer)."""
+        pos = self.seq * self.hidden if self.learned_positions else 0
+        out = 0 if self.tied_embeddings else self.vocab * self.hidden
+        return self.vocab * self.hidden + pos + out
 
     def params(self) -> int:
         """Total parameter count."""
-        return self.layers * self.layer_params() + self.embedding_params() + 2 * self.hidden
+        n_moe = self.num_moe_layers
+        final_norm = (2 if self.bias else 1) * self.hidden
+        return ((self.layers - n_moe) * self.layer_params() + n_moe * self.layer_params(True)
+                + self.embedding_params() + final_norm)
 
     # ---- FLOPs per sequence ----------------------------------------------------------------
-    def layer_gemm_flops_fwd(self, tokens: int) -> float:
-        """Dense-GEMM FLOPs of one layer's forward over ``tokens`` tokens (QKV, proj, MLP)."""
-        h, f = self.hidden, self.ffn
-        return 2.0 * tokens * (4 * h * h + 2 * h * f)
+    def layer_gemm_flops_fwd(self, tokens: int, moe: bool = False) -> float:
+        """Dense-GEMM FLOPs of one layer's forward over ``tokens`` tokens (QKV, proj, MLP);
+        with ``moe`` an MoE layer's (router, ``top_k`` experts, shared experts)."""
+        from netsim.modelflops import attention_gemm_flops, ffn_flops
+
+        return tokens * (attention_gemm_flops(self) + ffn_flops(self, moe))
 
     def layer_attn_flops_fwd(self, tokens: int) -> float:
         """Attention score and context batched-matmul FLOPs of one layer's forward."""
-        return 4.0 * tokens * self.seq * self.hidden
+        from netsim.modelflops import attention_core_flops
 
-    def layer_flops_fwd(self, tokens: int) -> float:
+        return tokens * attention_core_flops(self)
+
+    def layer_flops_fwd(self, tokens: int, moe: bool = False) -> float:
         """All matmul FLOPs of one layer's forward pass."""
-        return self.layer_gemm_flops_fwd(tokens) + self.layer_attn_flops_fwd(tokens)
+        return self.layer_gemm_flops_fwd(tokens, moe) + self.layer_attn_flops_fwd(tokens)
+
+    def layers_flops_fwd(self, tokens: int) -> float:
+        """Forward matmul FLOPs of all transformer layers (dense and MoE)."""
+        n_moe = self.num_moe_layers
+        return ((self.layers - n_moe) * self.layer_flops_fwd(tokens)
+                + n_moe * self.layer_flops_fwd(tokens, True))
 
     def logit_flops_fwd(self, tokens: int) -> float:
         """FLOPs of the output (logit) projection's forward."""
@@ -99,14 +201,14 @@ class ModelConfig:
 
         Equals ``72 B s l h^2 (1 + s/6h + V/12lh)`` for a 4h feed-forward.
         """
-        return 3.0 * (self.layers * self.layer_flops_fwd(tokens) + self.logit_flops_fwd(tokens))
+        return 3.0 * (self.layers_flops_fwd(tokens) + self.logit_flops_fwd(tokens))
 
     def hardware_flops(self, tokens: int, recompute: bool = True) -> float:
         """FLOPs executed with full activation recomputation (Narayanan et al. 2021 Eq. 3).
 
         Equals ``96 B s l h^2 (1 + s/6h + V/16lh)`` for a 4h feed-forward.
         """
-        extra = self.layers * self.layer_flops_fwd(tokens) if recompute else 0.0
+        extra = self.layers_flops_fwd(tokens) if recompute else 0.0
         return self.model_flops(tokens) + extra
 
     # ---- memory traffic of the non-GEMM (element-wise) kernels -------------------------------
@@ -163,6 +265,10 @@ MODELS: dict[str, ModelConfig] = {
                     vocab=64000),
         ModelConfig(name="megascale-530b", layers=105, hidden=20480, heads=160, seq=2048,
                     vocab=64000),
+        # OPT-175B (Zhang et al. 2022, arXiv:2205.01068, Table 1: 96 layers, 96 heads, d_model
+        # 12,288; sequence 2,048; GPT-2 BPE as in the released OPT configs, vocab_size 50,272;
+        # learned positions, tied embeddings, ReLU MLP of 4 d_model): trained with FSDP + TP.
+        ModelConfig(name="opt-175b", layers=96, hidden=12288, heads=96, seq=2048, vocab=50272),
         # Tiny shapes for tests and the CPU trainer: the same shapes as the trainer's presets
         # of these names (trainer/config.py), so that a name means one model everywhere.
         ModelConfig(name="tiny", layers=4, hidden=32, heads=4, seq=16, vocab=64),
@@ -171,8 +277,22 @@ MODELS: dict[str, ModelConfig] = {
 }
 
 
+def _add_hf_presets() -> None:
+    from netsim.hfconfig import hf_presets
+
+    MODELS.update(hf_presets())
+
+
+_add_hf_presets()
+
+
 def get_model(name: str) -> ModelConfig:
-    """Return the preset ``name``; raise ``ValueError`` listing the choices if unknown."""
+    """Return the preset ``name``, or the model of a transformers ``config.json`` path; raise
+    ``ValueError`` listing the choices if unknown."""
+    from netsim.hfconfig import is_config_path, load_hf_config
+
+    if name.lower() not in MODELS and is_config_path(name):
+        return load_hf_config(name)
     try:
         return MODELS[name.lower()]
     except KeyError:

@@ -85,34 +85,57 @@ def job_traffic(job) -> TrafficEdges:
 
     * DP: ring all-reduce of the stage's gradient shard, each rank sending
       ``2 (n-1)/n x G`` to its ring successor, ``G = params/(tp pp) x grad_bytes``
-      (nccl-tests ring all-reduce, nccl-roce.md 2.1);
+      (nccl-tests ring all-reduce, nccl-roce.md 2.1), over the ``cp x dp`` replicas; routed
+      experts (``1/ep`` of them per rank) over the expert-data-parallel group;
     * PP: per micro-batch one activation forward and one gradient backward of
       ``b s h x 2 bytes`` (``/ tp`` with scatter-gather, Narayanan et al. 2021 section 4.1);
     * TP: ring all-reduces, 4 per layer per micro-batch of ``b s h x 2`` bytes (2 forward,
-      2 backward; Megatron-LM), each rank sending ``2 (n-1)/n`` of it.
+      2 backward; Megatron-LM), each rank sending ``2 (n-1)/n`` of it;
+    * CP: the ring attention's KV chunks, three passes per layer per micro-batch (forward,
+      backward KV and dKV) to the ring successor (``netsim.workload.predict._cp_times``);
+    * EP: four all-to-alls per MoE layer per micro-batch (dispatch and combine, forward and
+      backward), each rank sending ``1/ep`` of ``tokens x top-k x hidden`` to every other
+      member (``netsim.workload.predict.ep_bytes``).
     """
+    from netsim.workload.layout import rank_ids, split_replicas
+    from netsim.workload.predict import cp_kv_width, ep_bytes
+
     m = job.model_config()
-    ranks = np.arange(job.world, dtype=np.int64)
-    coords, rest = {}, ranks
-    sizes = {"tp": job.tp, "dp": job.dp, "pp": job.pp}
-    for axis in job.order.split("-"):
-        coords[axis], rest = rest % sizes[axis], rest // sizes[axis]
-    grid = np.empty((job.pp, job.dp, job.tp), dtype=np.int64)
-    grid[coords["pp"], coords["dp"], coords["tp"]] = ranks
-    act = job.micro_batch * m.seq * m.hidden * 2
+    grid4 = rank_ids(job)                                   # [pp, dp, cp, tp] ranks
+    grid = grid4.reshape(job.pp, job.dp * job.cp, job.tp)
+    reps = job.dp * job.cp
+    act = job.micro_batch * m.seq // job.cp * m.hidden * 2
+    layers = m.layers / job.pp
     parts = []
-    if job.dp > 1:
-        g = m.params() / (job.tp * job.pp) * job.grad_bytes
-        s, d = _ring(grid.transpose(0, 2, 1).reshape(-1, job.dp))
-        parts.append((s, d, 2 * (job.dp - 1) / job.dp * g, "dp"))
+    experts = m.num_moe_layers * m.expert_params()
+    if reps > 1:
+        g = (m.params() - experts) / (job.tp * job.pp) * job.grad_bytes
+        s, d = _ring(grid.transpose(0, 2, 1).reshape(-1, reps))
+        parts.append((s, d, 2 * (reps - 1) / reps * g, "dp"))
+    if experts and job.expert_dp > 1:  # experts: reduced over the expert-data-parallel group
+        g = experts / (job.tp * job.ep * job.pp) * job.grad_bytes
+        edp = np.concatenate([split_replicas(job, grid4, q, job.ep)[1] for q in range(job.pp)])
+        s, d = _ring(edp)
+        parts.append((s, d, 2 * (job.expert_dp - 1) / job.expert_dp * g, "dp"))
     if job.pp > 1:
         per_dir = act / (job.tp if job.scatter_gather else 1) * job.micro_batches
         a, b = grid[:-1].ravel(), grid[1:].ravel()
         parts += [(a, b, per_dir, "pp"), (b, a, per_dir, "pp")]
     if job.tp > 1:
-        per = 4 * (m.layers / job.pp) * job.micro_batches * act * 2 * (job.tp - 1) / job.tp
+        per = 4 * layers * job.micro_batches * act * 2 * (job.tp - 1) / job.tp
         s, d = _ring(grid.reshape(-1, job.tp))
         parts.append((s, d, per, "tp"))
+    if job.cp > 1:
+        kv = job.micro_batch * m.seq // job.cp * cp_kv_width(m, job.tp) * job.act_bytes
+        s, d = _ring(grid4.transpose(0, 1, 3, 2).reshape(-1, job.cp))
+        parts.append((s, d, 3 * layers * job.micro_batches * kv, "cp"))
+    if job.ep > 1:
+        groups = np.concatenate([split_replicas(job, grid4, q, job.ep)[0] for q in range(job.pp)])
+        s = np.repeat(groups, job.ep, axis=1).ravel()
+        d = np.tile(groups, (1, job.ep)).ravel()
+        keep = s != d
+        per = 4 * (m.num_moe_layers / job.pp) * job.micro_batches * ep_bytes(job, m) / job.ep
+        parts.append((s[keep], d[keep], per, "ep"))
     if not parts:
         z = np.empty(0, np.int64)
         return TrafficEdges(z, z, np.empty(0), np.empty(0, dtype="<U2"))
@@ -120,6 +143,12 @@ def job_traffic(job) -> TrafficEdges:
         np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
         np.concatenate([np.full(p[0].size, float(p[2])) for p in parts]),
         np.concatenate([np.full(p[0].size, p[3]) for p in parts]))
+
+
+def dominant_traffic(traffic: TrafficEdges) -> tuple[str, dict[str, float]]:
+    """The kind with the most network bytes per iteration, and the bytes of every kind."""
+    kinds = {str(k): traffic.total(str(k)) for k in np.unique(traffic.kind)}
+    return (max(kinds, key=kinds.get) if kinds else "none"), kinds
 
 
 @dataclass
@@ -155,8 +184,11 @@ def measure(gpu_of_rank: np.ndarray, traffic: TrafficEdges, loc: GpuLocality) ->
     """Cross-ToR bytes, cross-pod bytes and hop-weighted cost of a placement."""
     a, b = gpu_of_rank[traffic.src], gpu_of_rank[traffic.dst]
     net = loc.server[a] != loc.server[b]
-    cross_tor = net & (loc.tor[a] != loc.tor[b])
-    cross_pod = net & (loc.pod[a] != loc.pod[b])
+    # NCCL's PXN (default): data leaves through the sender's server's NIC on the receiver's
+    # rail, so a pair crosses ToRs only when that NIC's ToR is not the receiver's
+    relay = loc.server[a] * loc.gpus_per_server + b % loc.gpus_per_server
+    cross_tor = net & (loc.tor[relay] != loc.tor[b])
+    cross_pod = net & (loc.pod[relay] != loc.pod[b])
     return {"cross_tor_bytes": float(traffic.bytes_[cross_tor].sum()),
             "cross_pod_bytes": float(traffic.bytes_[cross_pod].sum()),
             "hop_cost": float((traffic.bytes_ * loc.hops(a, b)).sum())}
@@ -247,15 +279,27 @@ def _swap(sob: np.ndarray, bos: np.ndarray, s1: int, s2: int) -> None:
 def _topo_initial(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges) -> np.ndarray:
     """Pack the heaviest groups whole under one ToR set, else one pod, stage by stage."""
     unit, n_blocks = lay.unit, lay.n_blocks
-    per_block_grid = (np.arange(job.world) // unit).reshape(job.pp, job.dp, -1)[..., 0]
-    dp_heavy = traffic.total("dp") / max(job.dp, 1) >= traffic.total("pp") / max(job.pp, 1)
+    reps = job.dp * job.cp
+    per_block_grid = (np.arange(job.world) // unit).reshape(job.pp, reps, -1)[..., 0]
+    dp_heavy = traffic.total("dp") / max(reps, 1) >= traffic.total("pp") / max(job.pp, 1)
     # groups of the heavy kind, in the order their neighbours should follow
     groups = per_block_grid if dp_heavy else per_block_grid.T          # (groups, members)
+    if job.ep > 1 and traffic.total("ep") >= max(traffic.total("dp"), traffic.total("pp")):
+        # the all-to-all dominates: each EP group (ep consecutive replicas) whole under one
+        # ToR set if it fits, else one pod; groups in rank order so that a stage stays close
+        groups = per_block_grid.reshape(-1, job.ep)
+        ep_mode = True
+    else:
+        ep_mode = False
     blocks_per_rank_group = job.tp // unit if job.tp > unit else 1
     first_gpu = lay.slot_gpus[:, 0]
     slot_set = loc.tor[first_gpu]          # ToR of the slot's first GPU names its ToR set
     slot_pod = loc.pod[first_gpu]
     slot_off = (first_gpu % loc.gpus_per_server) // unit
+    if ep_mode:  # an all-to-all wants whole servers of one ToR set (PXN), not one rail
+        slot_off = np.zeros_like(slot_off)
+        server_first = (first_gpu // loc.gpus_per_server) * loc.gpus_per_server
+        slot_set = loc.tor[server_first]
     free = np.ones(len(first_gpu), dtype=bool)
     sob = np.full(n_blocks, -1, dtype=np.int64)
     for members in groups:

@@ -247,12 +247,13 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
                                            qps=qp.qps, seed=opts.seed)
     t_def, t_rec = base_score(linear.gpu_of_rank), rec_score(topo.gpu_of_rank)
     summary = {
-        "fabric": fabric.name, "job": f"{job.model} tp={job.tp} pp={job.pp} dp={job.dp} "
-        f"({job.world} GPUs) on {job.gpu}",
+        "fabric": fabric.name, "job": f"{job.model_config().name} tp={job.tp} cp={job.cp} "
+        f"ep={job.ep} pp={job.pp} dp={job.dp} ({job.world} GPUs) on {job.gpu}",
         "placement": place_verdict,
         "predicted iteration (defaults: scheduler order, 1 QP)": f"{t_def:.4f} s",
         "predicted iteration (placement + QPs recommended)": f"{t_rec:.4f} s "
         f"({(t_def / t_rec - 1) * 100:+.2f}% throughput)",
+        "dominant traffic": _dominant(job, topo.gpu_of_rank, fabric),
         "CC hot spot": hot.source,
         "CC result": _cc_summary(cc),
     }
@@ -280,6 +281,12 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
                  "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
                                 "design_flap_s": rt.design_flap_s,
                                 "default": _rt_json(rt.default), "recommended": _rt_json(rt.recommended)}})
+
+
+def _dominant(job, gpu_of_rank, fabric) -> str:
+    from tuner.traffic_report import dominant_summary
+
+    return dominant_summary(job, np.asarray(gpu_of_rank), fabric)
 
 
 def _rt_json(r) -> dict:

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,16 +40,36 @@ class QpChoice:
 
 def job_groups(job, gpu_of_rank: np.ndarray) -> dict[str, np.ndarray]:
     """GPU groups of the job's network collectives: the DP rings of every stage (all stages
-    at once, as the gradient reductions of a step overlap) and the PP stage pairs."""
+    at once, as the gradient reductions of a step overlap), the PP stage pairs, the CP rings
+    and the EP all-to-alls (``ep_shift_rings``)."""
     from netsim.workload import rank_grid
+    from netsim.workload.layout import gpu_grid, split_replicas
 
-    grid = rank_grid(job, gpu_of_rank)              # [pp, dp, tp]
+    grid = rank_grid(job, gpu_of_rank)              # [pp, dp x cp, tp]
+    reps = job.dp * job.cp
     out = {}
-    if job.dp > 1:
-        out["dp"] = grid.transpose(0, 2, 1).reshape(-1, job.dp)
+    if reps > 1:
+        out["dp"] = grid.transpose(0, 2, 1).reshape(-1, reps)
     if job.pp > 1:
         out["pp"] = np.stack([grid[:-1].ravel(), grid[1:].ravel()], axis=1)
+    grid4 = gpu_grid(job, gpu_of_rank)
+    if job.cp > 1:
+        out["cp"] = grid4.transpose(0, 1, 3, 2).reshape(-1, job.cp)
+    if job.ep > 1:
+        ep = np.concatenate([split_replicas(job, grid4, q, job.ep)[0] for q in range(job.pp)])
+        out["ep"] = ep_shift_rings(ep)
     return out
+
+
+def ep_shift_rings(groups: np.ndarray, shifts: int = 4) -> np.ndarray:
+    """An all-to-all as rings: member i sends to member i + k for every shift k, and each
+    shift coprime to the group size is one ring through all members. Up to ``shifts`` such
+    shifts, spread over 1 .. n-1, stand for the n - 1 concurrent peers of every member."""
+    n = groups.shape[1]
+    ks = [k for k in range(1, n) if math.gcd(k, n) == 1]
+    ks = [ks[i] for i in np.unique(np.linspace(0, len(ks) - 1, min(shifts, len(ks))).astype(int))]
+    rows = [groups[:, (np.arange(n) * k) % n] for k in ks]
+    return np.concatenate(rows)
 
 
 def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8),

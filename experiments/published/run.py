@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="refit gemm_efficiency on row 1 first")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--modern", action="store_true",
+                    help="also the Llama 3 405B and DeepSeek-V3 rows (experiments.published.modern)")
     args = ap.parse_args(argv)
     hw = A100
     if args.fit:
@@ -137,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['error']:+7.1%}")
     print(f"held-out rows: median |error| {summary['median_abs_error']:.1%}, "
           f"worst {summary['max_abs_error']:.1%}")
+    if args.modern:
+        from experiments.published.modern import modern_rows, print_rows
+
+        modern = modern_rows()
+        print(f"\ntoday's jobs (H100/H800 gemm_efficiency {modern[0]['gemm_efficiency']:.4f} "
+              "fitted on the first Llama 3 row):")
+        print_rows(modern)
     return 0
 
 

@@ -45,8 +45,8 @@ def ring_steps(op: str, n: int) -> int:
         return 0
     if op == "all_reduce":
         return 2 * (n - 1)
-    if op in ("send", "recv"):
-        return 1
+    if op in ("send", "recv", "all_to_all"):
+        return 1  # NCCL's all-to-all is one group of concurrent sends/receives to every peer
     return n - 1
 
 

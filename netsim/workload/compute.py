@@ -50,21 +50,33 @@ class RooflineCompute:
 
 
 def layer_tasks(model: ModelConfig, micro_batch: int, tp: int,
-                flash_attention: bool) -> tuple[TaskShape, TaskShape]:
-    """Forward and backward task of one transformer layer for one micro-batch on one GPU.
+                flash_attention: bool, moe: bool = False,
+                cp: int = 1) -> tuple[TaskShape, TaskShape]:
+    """Forward and backward task of one transformer layer (an MoE layer with ``moe``) for one
+    micro-batch on one GPU; context parallelism splits the sequence (and its balanced causal
+    attention work) over ``cp`` ranks, expert parallelism spreads the routed tokens' expert
+    work evenly (balanced routing).
 
     Backward costs twice the forward in FLOPs and in element-wise traffic (Narayanan et al.
     2021 section 5.1).
     """
     tokens = micro_batch * model.seq
-    flops = model.layer_flops_fwd(tokens) / tp
-    nbytes = model.layer_elementwise_bytes_fwd(tokens, micro_batch, tp, flash_attention)
+    flops = model.layer_flops_fwd(tokens, moe) / (tp * cp)
+    nbytes = model.layer_elementwise_bytes_fwd(tokens, micro_batch, tp, flash_attention) / cp
     return (TaskShape("forward", flops, nbytes), TaskShape("backward", 2 * flops, 2 * nbytes))
 
 
-def logit_tasks(model: ModelConfig, micro_batch: int, tp: int) -> tuple[TaskShape, TaskShape]:
+def attention_task(model: ModelConfig, micro_batch: int, tp: int, cp: int = 1) -> TaskShape:
+    """The attention core (scores and context) of one layer's forward on one GPU: the work a
+    ring attention hides its KV passing behind."""
+    flops = model.layer_attn_flops_fwd(micro_batch * model.seq) / (tp * cp)
+    return TaskShape("forward", flops, 0.0, 0)
+
+
+def logit_tasks(model: ModelConfig, micro_batch: int, tp: int,
+                cp: int = 1) -> tuple[TaskShape, TaskShape]:
     """Output layer + cross-entropy of one micro-batch (vocabulary split over tp)."""
-    tokens = micro_batch * model.seq
+    tokens = micro_batch * model.seq // cp
     flops = model.logit_flops_fwd(tokens) / tp
     nbytes = 3.0 * 4 * tokens * model.vocab / tp  # fp32 logits: write, softmax read + write
     return (TaskShape("logits_forward", flops, nbytes, 0),

@@ -195,16 +195,23 @@ class FlowCommModel:
         return op in ("sendrecv", "alltoall") or (
             op != "broadcast" and self.nccl.algo in ("ring", "hierarchical"))
 
-    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> _Built:
+    def _build(self, op: str, groups: np.ndarray, sizes: np.ndarray,
+               together: bool | None = None) -> _Built:
         """Commodities of every call, as ``netsim.collectives.simulate_calls`` makes them
-        (cached per op and groups; per size too where bytes are not proportional to it)."""
+        (cached per op and groups; per size too where bytes are not proportional to it).
+        ``together``: an all-to-all call as one lockstep commodity (default for all-to-all;
+        ``False`` keeps one commodity per connection, as max-min fairness against other
+        traffic needs)."""
         linear = self._linear(op)
-        key = (op, groups.tobytes(), groups.shape) + (() if linear else (sizes.tobytes(),))
+        together = (op == "alltoall") if together is None else together
+        key = (op, groups.tobytes(), groups.shape, together) + (
+            () if linear else (sizes.tobytes(),))
         if key not in self._built:
-            self._built[key] = self._construct(op, groups, sizes, linear)
+            self._built[key] = self._construct(op, groups, sizes, linear, together)
         return self._built[key]
 
-    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool) -> _Built:
+    def _construct(self, op: str, groups: np.ndarray, sizes: np.ndarray, linear: bool,
+                   together: bool = False) -> _Built:
         from netsim.flow.maxmin import Incidence
         from topologies.units import s_to_ps
 
@@ -229,8 +236,9 @@ class FlowCommModel:
                     parts["ph_call"].append(calls)
                     latency[calls] += ph.latency_s + extra
                     com, link, weight, bits, per_call = _replicate(
-                        paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed)
-                    lockstep &= bool((ph.group >= 0).all())
+                        paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed,
+                        together=together)
+                    lockstep &= bool((ph.group >= 0).all()) or together
                     parts["flow"].append(ncomm + com)
                     parts["link"].append(link)
                     parts["weight"].append(weight)
@@ -299,23 +307,25 @@ class _Mapped:
         return self.plan.phases
 
 
-def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
+def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed, together: bool = False):
     """Commodities of phase ``ph`` (built for ``rep_gpus``) for every group of ``groups``.
 
     Mirrors ``netsim.collectives.runner._add_phase`` call by call: the same connections, QP
     numbers (keyed by the communicator), paths, weights and bytes. Returns per entry the
     commodity (numbered from 0 for this block, call-major) and link, its weight, the bits of
     every commodity, and the commodities per call.
+
+    ``together`` (all-to-all): the call's connections are one lockstep commodity, each
+    connection carrying its share of the call's bytes, so that all peers finish together as
+    NCCL's grouped sends of one all-to-all do; the steady allocation then prices a call by its
+    most loaded link instead of by its largest connection at the all-active rate (which the
+    fluid run would let speed up as the others finish).
     """
     from netsim.flow.qp import connection_qpn, udp_sport
 
     ng = len(groups)
-    rank_of = {int(g): i for i, g in enumerate(rep_gpus.tolist())}
-    s_rank = np.array([rank_of[int(x)] for x in ph.src], np.int64)
-    d_rank = np.array([rank_of[int(x)] for x in ph.dst], np.int64)
-    src = groups[:, s_rank].ravel()
-    dst = groups[:, d_rank].ravel()
     gps = int(paths.fabric.gpus_per_server)
+    src, dst = _member_columns(paths, rep_gpus, ph.src, ph.dst, groups, gps)
     proxied = ph.via != ph.src
     if cfg.pxn:
         via_calc = np.where(paths.gpu_server[ph.src] == paths.gpu_server[ph.dst], ph.src,
@@ -347,6 +357,12 @@ def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
         gbytes = np.zeros(ncom)
         gbytes[group] = ph.bytes
         bits = np.tile(gbytes * ph.fill_scale * 8 / eff, ng)
+    elif together:
+        total = float(np.sum(ph.bytes))
+        ncom = 1
+        com = call
+        weight = (byt[conn] / nq[conn]) / total
+        bits = np.full(ng, total * 8 / eff)
     else:
         ncom = int(np.sum(np.where(paths.gpu_server[ph.via] != paths.gpu_server[ph.dst], q, 1)))
         com = np.arange(len(conn))
@@ -354,6 +370,46 @@ def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed):
         bits = (byt[conn] / nq[conn]) * 8 / eff
     lens = np.diff(indptr)
     return np.repeat(com, lens), links, np.repeat(weight, lens), bits, ncom
+
+
+def _member_columns(paths, rep_gpus, src_t, dst_t, groups, gps):
+    """Source and destination GPUs of every connection of a template plan (built for
+    ``rep_gpus``) in every group, flattened call-major.
+
+    A template end that is not a member is a PXN relay (an all-to-all's aggregated
+    connection leaves from the GPU of the sender's server with the receiver's local index):
+    it maps to the same server as the member it shares a server with, at the local index of
+    the connection's other end.
+    """
+    rep = np.asarray(rep_gpus, np.int64)
+    order = np.argsort(rep, kind="stable")
+
+    def ranks(ends):
+        ends = np.asarray(ends, np.int64)
+        pos = np.minimum(np.searchsorted(rep[order], ends), len(rep) - 1)
+        known = rep[order][pos] == ends
+        return np.where(known, order[pos], 0), known
+
+    s_rank, known_s = ranks(src_t)
+    d_rank, known_d = ranks(dst_t)
+    if not (known_s | known_d).all():
+        raise ValueError("plan connection between two non-members: cannot replicate")
+    # first member on each server of the template (the relay's server anchor)
+    rep_srv = paths.gpu_server[rep]
+    _, first = np.unique(rep_srv, return_index=True)
+    srv_sorted = rep_srv[first]
+    src, dst = groups[:, s_rank], groups[:, d_rank]
+    for cols, known, ends, other in ((src, known_s, src_t, dst), (dst, known_d, dst_t, src)):
+        j = np.flatnonzero(~known)
+        if j.size == 0:
+            continue
+        srv = paths.gpu_server[np.asarray(ends, np.int64)[j]]
+        k = np.minimum(np.searchsorted(srv_sorted, srv), len(srv_sorted) - 1)
+        if not (srv_sorted[k] == srv).all():
+            raise ValueError("plan relay on a server without members: cannot replicate")
+        host = first[k]
+        cols[:, j] = paths.gpu_server[groups[:, host]] * gps + paths.gpu_local[other[:, j]]
+    return src.ravel(), dst.ravel()
 
 
 def _drop_dominated(inc, capacity: np.ndarray):

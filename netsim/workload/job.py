@@ -1,9 +1,10 @@
-"""The job description (``JobSpec``), its overlap switches, and the rank grid of a 3D job.
+"""The job description (``JobSpec``), its overlap switches, and the rank grid of a job.
 
-Rank order follows Megatron-Core's default ``tp-cp-ep-dp-pp`` (innermost first, here
-``tp-dp-pp``): ``rank = tp_rank + tp * (dp_rank + dp * pp_rank)``
-(``shared/reference/nccl-roce.md`` section 6.1). A placement maps rank -> GPU index on the
-fabric; without one, rank r runs on GPU r, the linear order a scheduler hands out.
+Rank order follows Megatron-Core's default ``tp-cp-ep-dp-pp`` (innermost first):
+``rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank))``, expert-parallel groups
+carved out of ``cp x dp`` (``netsim.workload.layout``; ``shared/reference/nccl-roce.md``
+section 6.1). A placement maps rank -> GPU index on the fabric; without one, rank r runs on
+GPU r, the linear order a scheduler hands out.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from netsim.models import ModelConfig, get_model
 
-AXES = ("tp", "dp", "pp")
+AXES = ("tp", "cp", "dp", "pp")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -37,6 +38,12 @@ class Overlap:
     """Pipeline sends do not block the sending stage (off the critical path)."""
     tp_comm: bool = False
     """Tensor-parallel collectives are hidden behind the GEMMs (exposed = max(0, comm - gemm))."""
+    cp_comm: bool = True
+    """Ring-attention KV passing runs under the attention blocks (Transformer Engine's
+    context parallelism always overlaps it): exposed = max(0, comm - attention compute)."""
+    ep_comm: bool = False
+    """Expert all-to-all hidden behind the other micro-batch's compute (DeepSeek-V3's DualPipe,
+    Megatron-Core's ``--overlap-moe-expert-parallel-comm``): exposed = max(0, comm - layer)."""
 
     @classmethod
     def megascale(cls) -> Overlap:
@@ -44,12 +51,15 @@ class Overlap:
         return cls(dp_grad_reduce=True, dp_param_gather=True, pp_send_recv=True, tp_comm=True)
 
 
+SCHEDULES = ("1f1b", "interleaved")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class JobSpec:
     """One 3D-parallel training job. ``JobSpec.from_dict`` reads the YAML job-file keys."""
 
     model: str = "gpt3-175b"
-    """Model preset name (``netsim.models.MODELS``)."""
+    """Model preset name (``netsim.models.MODELS``) or a transformers ``config.json`` path."""
     gpu: str = "a100"
     """Hardware preset name (``netsim.hardware.HARDWARE``)."""
     gpus: int = 0
@@ -60,6 +70,24 @@ class JobSpec:
     """Pipeline-parallel degree (stages)."""
     dp: int = 1
     """Data-parallel degree."""
+    cp: int = 1
+    """Context-parallel degree (ring attention over sequence chunks)."""
+    ep: int = 1
+    """Expert-parallel degree (divides cp x dp; MoE models)."""
+    sequence_parallel: bool = False
+    """Megatron sequence parallelism with TP: reduce-scatter + all-gather instead of
+    all-reduce."""
+    first_stage_layers: int | None = None
+    """Layers of the first pipeline stage (Megatron-Core ``--decoder-first-pipeline-num-layers``)."""
+    last_stage_layers: int | None = None
+    """Layers of the last pipeline stage (``--decoder-last-pipeline-num-layers``)."""
+    capacity_factor: float = 1.0
+    """MoE expert capacity factor sizing the dispatch/combine all-to-all (1: dropless)."""
+    fsdp: bool = False
+    """FSDP / ZeRO-3 as torchtitan's FSDP2: parameters all-gathered per layer in forward and
+    backward, gradients reduce-scattered, over the data-parallel shard group."""
+    dp_replicate: int = 1
+    """HSDP replicas: FSDP shards over dp / dp_replicate ranks, replicas all-reduce."""
     global_batch: int = 0
     """Sequences per iteration; 0 means 4 x pp x dp x micro_batch (m = 4 pp micro-batches)."""
     micro_batch: int = 1
@@ -74,6 +102,8 @@ class JobSpec:
     """Width override."""
     heads: int | None = None
     """Head-count override."""
+    kv_heads: int | None = None
+    """Key/value head override (grouped-query attention)."""
     ffn_hidden: int | None = None
     """Feed-forward width override."""
     virtual_stages: int = 1
@@ -88,7 +118,7 @@ class JobSpec:
     """Bytes per activation element sent over TP and PP (bf16; 4 for an fp32 run)."""
     grad_bytes: int = 4
     """Bytes per gradient element reduced over DP (Megatron reduces bf16 runs' grads in fp32)."""
-    order: str = "tp-dp-pp"
+    order: str = "tp-cp-ep-dp-pp"
     """Rank order, innermost axis first."""
     overlap: Overlap = field(default_factory=Overlap)
     """Communication/computation overlap switches."""
@@ -99,12 +129,33 @@ class JobSpec:
     @property
     def world(self) -> int:
         """Number of ranks."""
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def batch(self) -> int:
         """Global batch in sequences (default applied)."""
         return self.global_batch or 4 * self.pp * self.dp * self.micro_batch
+
+    @property
+    def schedule(self) -> str:
+        """Pipeline schedule: 1F1B (PipeDream-Flush), or interleaved 1F1B with virtual stages."""
+        return "interleaved" if self.virtual_stages > 1 else "1f1b"
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks that reduce an expert's gradients (cp x dp / ep)."""
+        return self.cp * self.dp // self.ep
+
+    def stage_layers(self):
+        """Layers of each virtual stage ``q = chunk x pp + stage`` (``layout.stage_layers``)."""
+        from netsim.workload.layout import stage_layers
+
+        return stage_layers(self.model_config().layers, self.pp, self.virtual_stages,
+                            self.first_stage_layers, self.last_stage_layers)
+
+    def stage_layer_counts(self):
+        """Layers of each physical pipeline stage."""
+        return self.stage_layers().reshape(self.virtual_stages, self.pp).sum(axis=0)
 
     @property
     def micro_batches(self) -> int:
@@ -115,7 +166,7 @@ class JobSpec:
         """The preset with this job's overrides applied."""
         return get_model(self.model).replace(seq=self.seq, vocab=self.vocab, layers=self.layers,
                                              hidden=self.hidden, heads=self.heads,
-                                             ffn_hidden=self.ffn_hidden)
+                                             ffn_hidden=self.ffn_hidden, kv_heads=self.kv_heads)
 
     def replace(self, **changes: Any) -> JobSpec:
         """Return a validated copy with ``changes``."""
@@ -136,7 +187,7 @@ class JobSpec:
             if data["overlap"] not in presets:
                 raise InputError(source, "overlap", data["overlap"], "megascale, none or a "
                                  "mapping of dp_grad_reduce, dp_param_gather, pp_send_recv, "
-                                 "tp_comm to true/false", "megascale")
+                                 "tp_comm, cp_comm, ep_comm to true/false", "megascale")
             data["overlap"] = presets[data["overlap"]]
         job = from_dict(cls, data, source, rules=JOB_RULES)
         check_job_size(job, source)
@@ -149,20 +200,22 @@ class JobSpec:
 
 def validate(job: JobSpec) -> None:
     """Refuse a configuration that cannot exist, naming the reason and the fix."""
-    for name in ("tp", "pp", "dp", "micro_batch", "virtual_stages", "grad_bytes", "act_bytes"):
+    from netsim.workload.layout import parse_order
+    from netsim.workload.validate import validate_parallel
+
+    for name in ("tp", "pp", "dp", "cp", "ep", "dp_replicate", "micro_batch", "virtual_stages",
+                 "grad_bytes", "act_bytes"):
         if getattr(job, name) < 1:
             raise ValueError(f"job.{name} must be >= 1, got {getattr(job, name)}")
     if job.gpus and job.gpus != job.world:
-        raise ValueError(f"tp x pp x dp = {job.tp} x {job.pp} x {job.dp} = {job.world} "
-                         f"!= gpus {job.gpus}: change --gpus or the degrees")
-    if sorted(job.order.split("-")) != sorted(AXES):
-        raise ValueError(f"job.order {job.order!r} must name tp, dp and pp once, e.g. tp-dp-pp")
+        raise ValueError(f"tp x cp x pp x dp = {job.tp} x {job.cp} x {job.pp} x {job.dp} = "
+                         f"{job.world} != gpus {job.gpus}: change --gpus or the degrees")
+    parse_order(job.order)
     model = job.model_config()
-    stages = job.pp * job.virtual_stages
-    if model.layers % stages:
-        raise ValueError(f"layers {model.layers} not divisible by pp x virtual_stages = {stages}")
+    job.stage_layers()
     if model.hidden % job.tp or model.heads % job.tp:
         raise ValueError(f"hidden {model.hidden} / heads {model.heads} not divisible by tp {job.tp}")
+    validate_parallel(job, model)
     if job.batch % (job.dp * job.micro_batch):
         raise ValueError(f"global batch {job.batch} not divisible by dp x micro_batch = "
                          f"{job.dp * job.micro_batch}")
@@ -172,23 +225,15 @@ def validate(job: JobSpec) -> None:
 
 
 def rank_grid(job: JobSpec, placement: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
-    """GPU index of every rank as an array indexed ``[pp_rank, dp_rank, tp_rank]``.
+    """GPU index of every rank as an array indexed ``[pp_rank, replica, tp_rank]``.
 
+    The replica axis is ``dp_rank x cp + cp_rank`` (just ``dp_rank`` without context
+    parallelism); ``netsim.workload.layout.gpu_grid`` keeps dp and cp apart.
     ``placement[r]`` is the GPU (position in ``fabric.gpus``) of rank r; ``None`` is linear.
     """
-    ranks = np.arange(job.world, dtype=np.int64)
-    gpu_of = ranks if placement is None else np.asarray(placement, dtype=np.int64)
-    if gpu_of.shape != (job.world,):
-        raise ValueError(f"placement has {gpu_of.size} entries; the job has {job.world} ranks")
-    if np.unique(gpu_of).size != gpu_of.size:
-        raise ValueError("placement maps two ranks to the same GPU")
-    sizes = {"tp": job.tp, "dp": job.dp, "pp": job.pp}
-    coords, rest = {}, ranks
-    for axis in job.order.split("-"):  # innermost first
-        coords[axis], rest = rest % sizes[axis], rest // sizes[axis]
-    grid = np.empty((job.pp, job.dp, job.tp), dtype=np.int64)
-    grid[coords["pp"], coords["dp"], coords["tp"]] = gpu_of
-    return grid
+    from netsim.workload.layout import gpu_grid
+
+    return gpu_grid(job, placement).reshape(job.pp, job.dp * job.cp, job.tp)
 
 
 def _bytes_choices() -> tuple[int, ...]:
@@ -204,6 +249,12 @@ def _gpu_choices() -> tuple[str, ...]:
 #: Bounds of the job-file keys beyond their types (``inputspec.Rule`` keyword arguments).
 JOB_RULES: dict[str, dict[str, Any]] = {
     **{k: dict(min=1, max=2**24, example=8) for k in ("tp", "pp", "dp")},
+    "cp": dict(min=1, max=2**20, example=2),
+    "ep": dict(min=1, max=2**20, example=8),
+    "dp_replicate": dict(min=1, max=2**24, example=2),
+    "first_stage_layers": dict(min=0, max=2**16, example=7),
+    "last_stage_layers": dict(min=0, max=2**16, example=7),
+    "capacity_factor": dict(gt=0, max=1024, example=1.25),
     "gpus": dict(min=0, max=2**40, example=1024),
     "global_batch": dict(min=0, max=2**40, example=1536),
     "micro_batch": dict(min=1, max=2**24, example=1),
@@ -213,12 +264,12 @@ JOB_RULES: dict[str, dict[str, Any]] = {
     "layers": dict(min=1, max=2**16, example=96),
     "hidden": dict(min=1, max=2**24, example=12288),
     "heads": dict(min=1, max=2**20, example=96),
+    "kv_heads": dict(min=1, max=2**20, example=8),
     "ffn_hidden": dict(min=0, max=2**26, example=49152),
     "act_bytes": dict(choices=_bytes_choices, example=2),
     "grad_bytes": dict(choices=_bytes_choices, example=4),
     "gpu": dict(choices=_gpu_choices, example="a100"),
-    "order": dict(choices=("tp-dp-pp", "tp-pp-dp", "dp-tp-pp", "dp-pp-tp", "pp-tp-dp",
-                           "pp-dp-tp"), example="tp-dp-pp"),
+    "order": dict(example="tp-cp-ep-dp-pp"),
 }
 
 #: Bytes per rank a job needs at least: the fabric it runs on (1,940 B per GPU measured on

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from netsim.hardware import HardwareProfile, get_hardware
+from netsim.workload import layout
 from netsim.workload.comm import (
     AnalyticCommModel,
     CommBatch,
@@ -37,15 +38,17 @@ from netsim.workload.comm import (
 from netsim.workload.compute import (
     ComputeModel,
     RooflineCompute,
+    attention_task,
     layer_tasks,
     logit_tasks,
     optimizer_task,
 )
 from netsim.workload.host import HostCost, host_bound_s, stage_calls
-from netsim.workload.job import JobSpec, rank_grid
+from netsim.workload.job import JobSpec
+from netsim.workload.layout import layer_kinds
 from netsim.workload.pipeline import PipelineRun, simulate_pipeline
 
-KINDS = ("tp", "pp", "dp", "embedding")
+KINDS = ("tp", "cp", "ep", "pp", "dp", "embedding")
 
 
 @dataclass
@@ -62,9 +65,11 @@ class Prediction:
     """Pipeline idle time of the busiest stage / iteration time."""
     bubble_s: float
     exposed_comm_s: dict[str, float]
-    """Per kind (tp, pp, dp, embedding) and ``total``: seconds the iteration would save."""
+    """Per kind (tp, cp, ep, pp, dp, embedding) and ``total``: seconds the iteration would
+    save."""
     comm_s: dict[str, float]
-    """Raw time of one call of each kind (tp: one all-reduce; pp: one transfer; dp: all grads)."""
+    """Raw time of one call of each kind (tp: one all-reduce; cp: one layer's forward KV
+    ring; ep: one all-to-all; pp: one transfer; dp: all grads)."""
     compute_s: float
     """Compute time of the busiest stage (forward + backward tasks, exposed TP included)."""
     optimizer_s: float
@@ -77,6 +82,13 @@ class Prediction:
     job: dict = field(default_factory=dict)
     host_s: float = 0.0
     """Processor-sharing bound of a shared host (CPU trainer; 0 for a GPU job)."""
+    model_name: str = ""
+    """The model's own name (preset, or the config.json's ``_name_or_path`` / folder)."""
+    schedule: dict = field(default_factory=dict)
+    """Pipeline schedule, layers per stage and per virtual stage, micro-batches per stage."""
+    contention: dict = field(default_factory=dict)
+    """Time multiplier of each kind from sharing links with the kinds that overlap it
+    (flow-engine comm model only; ``netsim.workload.contention``)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (contract keys first)."""
@@ -87,7 +99,11 @@ class Prediction:
 class _CommTimes:
     """Per-stage communication times, seconds (the slowest group of the stage)."""
 
-    tp: np.ndarray  # (p,) one TP all-reduce of a layer
+    tp: np.ndarray  # (p,) one TP all-reduce (or reduce-scatter + all-gather with SP)
+    cp: np.ndarray  # (p,) one layer's forward KV ring (backward passes twice the bytes)
+    ep: np.ndarray  # (p,) one dispatch (or combine) all-to-all of an MoE layer
+    fsdp_f: np.ndarray  # (p,) FSDP parameter all-gather of one layer
+    fsdp_b: np.ndarray  # (p,) FSDP all-gather + gradient reduce-scatter (+ HSDP all-reduce)
     pp: np.ndarray  # (p,) one transfer from stage s to s + 1 (mod p)
     dp_layer: np.ndarray  # (p,) reduction of one layer's gradients
     dp_all: np.ndarray  # (p,) reduction of all of the stage's gradients
@@ -95,10 +111,10 @@ class _CommTimes:
     embedding: float  # tied-embedding all-reduce between first and last stage
 
     def without(self, kinds: Sequence[str]) -> _CommTimes:
-        z = {k: np.zeros_like(getattr(self, k)) for k in ("tp", "pp") if k in kinds}
+        z = {k: np.zeros_like(getattr(self, k)) for k in ("tp", "cp", "ep", "pp") if k in kinds}
         if "dp" in kinds:
-            z.update(dp_layer=np.zeros_like(self.dp_layer), dp_all=np.zeros_like(self.dp_all),
-                     dp_gather=np.zeros_like(self.dp_gather))
+            z.update({k: np.zeros_like(getattr(self, k))
+                      for k in ("dp_layer", "dp_all", "dp_gather", "fsdp_f", "fsdp_b")})
         if "embedding" in kinds:
             z["embedding"] = 0.0
         return dataclasses.replace(self, **z)
@@ -107,7 +123,8 @@ class _CommTimes:
 def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
             calibration=None, placement: Sequence[int] | None = None,
             comm_model: CommModel | None = None, compute_model: ComputeModel | None = None,
-            progress: Callable[[str], None] | None = None) -> Prediction:
+            progress: Callable[[str], None] | None = None,
+            contention: bool = True) -> Prediction:
     """Predict one training iteration of ``job``.
 
     Parameters
@@ -128,6 +145,10 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         Explicit models (override ``calibration``).
     progress : callable, optional
         Called with a short message at each phase.
+    contention : bool
+        With a flow-engine comm model, let the kinds that overlap in the pipeline's steady
+        state (EP, PP, CP, and DP when it overlaps the backward) share links
+        (``netsim.workload.contention``); ``False`` prices each kind alone.
 
     Returns
     -------
@@ -153,12 +174,17 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     if compute_model is None:
         compute_model = calibration.compute_model(hw) if calibration else RooflineCompute(hw)
     say("placing ranks")
-    grid = rank_grid(job, placement)
+    grid4 = layout.gpu_grid(job, placement)
+    grid = grid4.reshape(job.pp, job.dp * job.cp, job.tp)
     say("pricing collectives")
-    comm = _comm_times(job, model, grid, loc, comm_model)
+    comm = _comm_times(job, model, grid4, loc, comm_model)
     say("pricing compute")
     comp = _compute_times(job, model, hw, compute_model)
     say("executing the pipeline")
+    factors: dict[str, float] = {}
+    if contention and hasattr(comm_model, "sharing") and loc is not None:
+        say("pricing overlapping kinds together")
+        comm, factors = _contend(job, model, grid4, loc, comm_model, comp, comm)
     crit, run = _iterate(job, comp, comm)
     host = calibration.host_cost() if calibration and hasattr(calibration, "host_cost") \
         else HostCost()
@@ -172,47 +198,171 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     exposed["total"] = max(0.0, full - max(_iterate(job, comp, comm.without(KINDS))[0], host_s))
     pred = _report(job, model, hw, comp, comm, full, run, exposed)
     pred.host_s = host_s
+    pred.contention = factors
     return pred
+
+
+def _contend(job: JobSpec, model, grid4, loc, cm, comp, comm) -> tuple[_CommTimes, dict]:
+    """Scale the kinds that overlap by their measured slowdown when sharing links."""
+    from netsim.workload.contention import contention_factors, kind_batches
+
+    batches = kind_batches(job, model, grid4)
+    if len(batches) < 2:
+        return comm, {}
+    _, run = _iterate(job, comp, comm)
+    m, v = job.micro_batches, job.virtual_stages
+    dense, moe = _stage_kinds(job, model)
+    busy = {"ep": float((m * moe * (6 if job.recompute else 4) * comm.ep).max()),
+            "pp": float((m * v * 2 * comm.pp).max()),
+            "cp": float((m * (dense + moe) * 3 * comm.cp).max()),
+            "dp": float(comm.dp_all.max())}
+    f = contention_factors(cm, batches, loc, busy, run.makespan_s)
+    scaled = {k: getattr(comm, k) * f[k] for k in ("ep", "pp", "cp") if k in f}
+    if "dp" in f:
+        scaled.update(dp_layer=comm.dp_layer * f["dp"], dp_all=comm.dp_all * f["dp"])
+    return dataclasses.replace(comm, **scaled), {k: float(x) for k, x in f.items()}
 
 
 def _stage_work_s(job: JobSpec, model, comp: _ComputeTimes, host: HostCost) -> np.ndarray:
     """CPU work of one rank of each stage in an iteration (``netsim.workload.host``)."""
-    p, m = job.pp, job.micro_batches
+    m = job.micro_batches
     layer = comp.tf + comp.tb + (comp.tf if job.recompute else 0.0)
-    work = m * (model.layers // p) * layer + comp.optimizer
+    layer_m = comp.tf_moe + comp.tb_moe + (comp.tf_moe if job.recompute else 0.0)
+    dense, moe = _stage_kinds(job, model)
+    work = m * (dense * layer + moe * layer_m) + comp.optimizer
     work[-1] += m * (comp.logits_f + comp.logits_b)
-    return work + np.array([host.work_s(*stage_calls(job, model, s)) for s in range(p)])
+    return work + np.array([host.work_s(*stage_calls(job, model, s)) for s in range(job.pp)])
 
 
-def _comm_times(job: JobSpec, model, grid: np.ndarray, loc: Locality,
+def _stage_kinds(job: JobSpec, model) -> tuple[np.ndarray, np.ndarray]:
+    """(dense layers, MoE layers) of each physical stage."""
+    dense, moe = layer_kinds(model.moe_layers(), job.stage_layers())
+    v, p = job.virtual_stages, job.pp
+    return dense.reshape(v, p).sum(axis=0), moe.reshape(v, p).sum(axis=0)
+
+
+def _comm_times(job: JobSpec, model, grid4: np.ndarray, loc: Locality,
                 cm: CommModel) -> _CommTimes:
     """Price every group of every kind, all stages' groups of a kind concurrently (they run
     at the same time in the iteration); keep the slowest group per stage."""
-    p, b, s, h = job.pp, job.micro_batch, model.seq, model.hidden
+    p = job.pp
     stages = range(p)
-    act = b * s * h * job.act_bytes
-    tp = _per_stage(cm, "all_reduce", "tp", [grid[q].reshape(job.dp, job.tp) for q in stages],
-                    [act] * p, loc)
-    p2p_bytes = act / (job.tp if job.scatter_gather else 1)
-    pairs = [np.stack([grid[q].ravel(), grid[(q + 1) % p].ravel()], axis=1) for q in stages]
-    pp = _per_stage(cm, "send", "pp", pairs, [p2p_bytes] * p, loc) if p > 1 else np.zeros(p)
+    act = job.micro_batch * model.seq // job.cp * model.hidden * job.act_bytes
+    tp_g = [layout.tp_groups(grid4, q) for q in stages]
+    if job.sequence_parallel:  # Korthikanti et al. 2022 section 4.2.2: g = RS, g-bar = AG
+        tp = (_per_stage(cm, "reduce_scatter", "tp", tp_g, [act] * p, loc)
+              + _per_stage(cm, "all_gather", "tp", tp_g, [act] * p, loc))
+    else:
+        tp = _per_stage(cm, "all_reduce", "tp", tp_g, [act] * p, loc)
+    split = job.tp if (job.scatter_gather or job.sequence_parallel) else 1
+    pairs = [np.stack([grid4[q].ravel(), grid4[(q + 1) % p].ravel()], axis=1) for q in stages]
+    pp = _per_stage(cm, "send", "pp", pairs, [act / split] * p, loc) if p > 1 else np.zeros(p)
+    dp_layer, dp_all, gather = _dp_times(job, model, grid4, loc, cm)
+    fsdp_f, fsdp_b = _fsdp_times(job, model, grid4, loc, cm)
+    emb = 0.0
+    if p > 1 and model.tied_embeddings:
+        ends = [np.stack([grid4[0].ravel(), grid4[-1].ravel()], axis=1)]
+        emb_bytes = model.vocab * model.hidden / job.tp * job.grad_bytes
+        emb = float(_per_stage(cm, "all_reduce", "embedding", ends, [emb_bytes], loc)[0])
+    return _CommTimes(tp=tp, cp=_cp_times(job, model, grid4, loc, cm),
+                      ep=_ep_times(job, model, grid4, loc, cm), fsdp_f=fsdp_f, fsdp_b=fsdp_b,
+                      pp=pp, dp_layer=dp_layer, dp_all=dp_all, dp_gather=gather, embedding=emb)
+
+
+def _cp_times(job: JobSpec, model, grid4, loc, cm) -> np.ndarray:
+    """Ring attention (Megatron-Core / Transformer Engine context parallelism): each layer's
+    forward passes every CP rank's K and V chunk once around the CP ring (``cp - 1`` steps,
+    an all-gather's traffic); the backward passes K, V and their gradients (twice that)."""
+    p = job.pp
+    if job.cp == 1:
+        return np.zeros(p)
+    kv_bytes = job.micro_batch * model.seq // job.cp * cp_kv_width(model, job.tp) * job.act_bytes
+    groups = [layout.cp_groups(grid4, q) for q in range(p)]
+    return _per_stage(cm, "all_gather", "cp", groups, [kv_bytes * job.cp] * p, loc)
+
+
+def cp_kv_width(model, tp: int) -> int:
+    """Elements of K and V per token on one TP rank (key/value heads split over TP, or
+    replicated when fewer than TP; MLA passes its decompressed per-head K and V)."""
+    if model.kv_lora_rank:
+        return model.heads // tp * (model.dhead + model.qk_rope_head_dim + model.v_head_dim)
+    return 2 * max(model.kv // tp, 1) * model.dhead
+
+
+def ep_bytes(job: JobSpec, model) -> float:
+    """Bytes one rank sends in one dispatch (or combine) all-to-all: its tokens x top-k x
+    hidden x capacity factor (tokens split over CP, and over TP by sequence parallelism)."""
+    tokens = job.micro_batch * model.seq / job.cp / (job.tp if job.sequence_parallel else 1)
+    return tokens * model.top_k * model.hidden * job.act_bytes * job.capacity_factor
+
+
+def _ep_times(job: JobSpec, model, grid4, loc, cm) -> np.ndarray:
+    """One all-to-all of every stage's EP groups (dispatch and combine cost the same)."""
+    p = job.pp
+    if job.ep == 1:
+        return np.zeros(p)
+    groups = [layout.expert_groups(job, grid4, q)[0] for q in range(p)]
+    return _per_stage(cm, "all_to_all", "ep", groups, [ep_bytes(job, model)] * p, loc)
+
+
+def _dp_times(job: JobSpec, model, grid4, loc, cm):
+    """Gradient reduction: dense weights over cp x dp, experts over cp x dp / ep (Megatron-Core
+    expert-data-parallel groups); per layer and for the whole stage."""
+    p = job.pp
+    if job.fsdp:
+        return np.zeros(p), np.zeros(p), np.zeros(p)
     op = "reduce_scatter" if job.distributed_optimizer else "all_reduce"
-    dp_groups = [grid[q].T for q in stages]  # (tp, dp): the DP group of every TP rank
-    grad = [_stage_params(job, model, q) / job.tp * job.grad_bytes for q in stages]
-    layer_grad = model.layer_params() / job.tp * job.grad_bytes
-    dp_all = _per_stage(cm, op, "dp", dp_groups, grad, loc)
-    dp_layer = _per_stage(cm, op, "dp", dp_groups, [layer_grad] * p, loc)
+    dense_g = [layout.replica_groups(grid4, q) for q in range(p)]
+    expert_g = [layout.expert_groups(job, grid4, q)[1] for q in range(p)]
+    dense_b = [_stage_params(job, model, q) / job.tp * job.grad_bytes for q in range(p)]
+    expert_b = [_stage_expert_params(job, model, q) / (job.tp * job.ep) * job.grad_bytes
+                for q in range(p)]
+    has_exp = any(expert_b)
+    dp_all = _per_stage(cm, op, "dp", dense_g, dense_b, loc)
+    if has_exp:
+        dp_all = dp_all + _per_stage(cm, op, "dp", expert_g, expert_b, loc)
+    dense_layer = model.layer_params() / job.tp * job.grad_bytes
+    dp_layer = _per_stage(cm, op, "dp", dense_g, [dense_layer] * p, loc)
+    if has_exp:  # an MoE layer: its attention/router/shared part, then its experts
+        n_dense, n_moe = _stage_kinds(job, model)
+        moe_dense = (model.layer_params(True) - model.expert_params()) / job.tp * job.grad_bytes
+        moe_exp = model.expert_params() / (job.tp * job.ep) * job.grad_bytes
+        t_moe = (_per_stage(cm, op, "dp", dense_g, [moe_dense] * p, loc)
+                 + _per_stage(cm, op, "dp", expert_g, [moe_exp] * p, loc))
+        dp_layer = (n_dense * dp_layer + n_moe * t_moe) / np.maximum(n_dense + n_moe, 1)
     gather = np.zeros(p)
     if job.distributed_optimizer:
-        params = [g / job.grad_bytes * job.act_bytes for g in grad]
-        gather = _per_stage(cm, "all_gather", "dp", dp_groups, params, loc)
-    emb = 0.0
-    if p > 1:
-        ends = [np.stack([grid[0].ravel(), grid[-1].ravel()], axis=1)]
-        emb_bytes = model.vocab * h / job.tp * job.grad_bytes
-        emb = float(_per_stage(cm, "all_reduce", "embedding", ends, [emb_bytes], loc)[0])
-    return _CommTimes(tp=tp, pp=pp, dp_layer=dp_layer, dp_all=dp_all, dp_gather=gather,
-                      embedding=emb)
+        params = [g / job.grad_bytes * job.act_bytes for g in dense_b]
+        gather = _per_stage(cm, "all_gather", "dp", dense_g, params, loc)
+        if has_exp:
+            params = [g / job.grad_bytes * job.act_bytes for g in expert_b]
+            gather = gather + _per_stage(cm, "all_gather", "dp", expert_g, params, loc)
+    return dp_layer, dp_all, gather
+
+
+def _fsdp_times(job: JobSpec, model, grid4, loc, cm):
+    """torchtitan FSDP2 per layer: parameters (bf16) all-gathered over the shard group in the
+    forward and again in the backward (``reshard_after_forward``), gradients reduce-scattered
+    (``reduce_dtype`` fp32 = ``grad_bytes``); with HSDP the shards are then all-reduced across
+    ``dp_replicate`` replicas. The shard group spans cp x dp / dp_replicate ranks."""
+    p = job.pp
+    if not job.fsdp:
+        return np.zeros(p), np.zeros(p)
+    shard = job.cp * job.dp // job.dp_replicate
+    shard_g, repl_g = [], []
+    for q in range(p):
+        inner, outer = layout.split_replicas(job, grid4, q, shard)
+        shard_g.append(inner)
+        repl_g.append(outer)
+    n = (model.layer_params() if not model.moe else
+         model.layer_params(True) - model.expert_params() + model.expert_params() / job.ep)
+    n = n / job.tp
+    ag = _per_stage(cm, "all_gather", "dp", shard_g, [n * job.act_bytes] * p, loc)
+    rs = _per_stage(cm, "reduce_scatter", "dp", shard_g, [n * job.grad_bytes] * p, loc)
+    ar = np.zeros(p)
+    if job.dp_replicate > 1:
+        ar = _per_stage(cm, "all_reduce", "dp", repl_g, [n * job.grad_bytes / shard] * p, loc)
+    return ag, ag + rs + ar
 
 
 def _per_stage(cm: CommModel, op: str, kind: str, groups: list[np.ndarray],
@@ -228,51 +378,110 @@ def _per_stage(cm: CommModel, op: str, kind: str, groups: list[np.ndarray],
 
 
 def _stage_params(job: JobSpec, model, stage: int) -> float:
-    """Parameters held by pipeline stage ``stage`` (all TP ranks together)."""
-    n = model.layers // job.pp * model.layer_params()
+    """Dense parameters held by pipeline stage ``stage`` (all TP ranks together): attention,
+    norms, dense feed-forwards, MoE routers and shared experts, and the embedding (first
+    stage) and output layer (last stage: the tied copy or the untied projection)."""
+    dense, moe = _stage_kinds(job, model)
+    n = dense[stage] * model.layer_params()
+    if moe[stage]:
+        n += moe[stage] * (model.layer_params(True) - model.expert_params())
     if stage == 0 or stage == job.pp - 1:
-        n += model.vocab * model.hidden  # word embedding on the first, its tied copy on the last
+        n += model.vocab * model.hidden
     return float(n)
+
+
+def _stage_expert_params(job: JobSpec, model, stage: int) -> float:
+    """Routed-expert parameters of pipeline stage ``stage`` (all EP and TP ranks together)."""
+    return float(_stage_kinds(job, model)[1][stage] * model.expert_params())
 
 
 @dataclass(frozen=True, slots=True)
 class _ComputeTimes:
-    tf: float  # one layer forward, one micro-batch
-    tb: float  # one layer backward
+    tf: float  # one dense layer forward, one micro-batch
+    tb: float  # one dense layer backward
+    tf_moe: float  # one MoE layer forward
+    tb_moe: float
+    attn_f: float  # attention core of one layer forward (ring attention hides under it)
     logits_f: float
     logits_b: float
     optimizer: np.ndarray  # (p,)
 
 
 def _compute_times(job: JobSpec, model, hw: HardwareProfile, cm: ComputeModel) -> _ComputeTimes:
-    f, bwd = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention)
-    lf, lb = logit_tasks(model, job.micro_batch, job.tp)
-    shard = job.dp if job.distributed_optimizer else 1
-    opt = np.array([cm.task_s(optimizer_task(_stage_params(job, model, q) / job.tp / shard))
-                    for q in range(job.pp)])
-    return _ComputeTimes(tf=cm.task_s(f), tb=cm.task_s(bwd), logits_f=cm.task_s(lf),
-                         logits_b=cm.task_s(lb), optimizer=opt)
+    f, bwd = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention, cp=job.cp)
+    fm, bm = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention, moe=True, cp=job.cp)
+    lf, lb = logit_tasks(model, job.micro_batch, job.tp, job.cp)
+    return _ComputeTimes(tf=cm.task_s(f), tb=cm.task_s(bwd), tf_moe=cm.task_s(fm),
+                         tb_moe=cm.task_s(bm),
+                         attn_f=cm.task_s(attention_task(model, job.micro_batch, job.tp, job.cp)),
+                         logits_f=cm.task_s(lf), logits_b=cm.task_s(lb),
+                         optimizer=_optimizer_s(job, model, cm))
+
+
+def _optimizer_s(job: JobSpec, model, cm: ComputeModel) -> np.ndarray:
+    """Adam over the parameters one GPU updates: dense / tp, experts / (tp ep), each sharded
+    over its data-parallel group by the distributed optimizer or FSDP."""
+    sharded = job.distributed_optimizer or job.fsdp
+    dense_shard = job.cp * job.dp // (job.dp_replicate if job.fsdp else 1) if sharded else 1
+    exp_shard = max(1, job.expert_dp // (job.dp_replicate if job.fsdp else 1)) if sharded else 1
+    out = []
+    for q in range(job.pp):
+        n = (_stage_params(job, model, q) / job.tp / dense_shard
+             + _stage_expert_params(job, model, q) / (job.tp * job.ep) / exp_shard)
+        out.append(cm.task_s(optimizer_task(n)))
+    return np.array(out)
+
+
+def _layer_times(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, moe: bool):
+    """(forward, backward) of one layer on each physical stage, exposed communication
+    included; ``moe`` for an MoE layer (with its dispatch and combine all-to-alls)."""
+    ov = job.overlap
+    tf, tb = (comp.tf_moe, comp.tb_moe) if moe else (comp.tf, comp.tb)
+
+    def exposed(comm_s, under_s, hidden):
+        return np.maximum(0.0, comm_s - under_s) if hidden else comm_s
+
+    tp2 = 2 * comm.tp  # two all-reduces (or RS + AG pairs) per layer each way
+    fwd = tf + exposed(tp2, tf, ov.tp_comm) + exposed(comm.cp, comp.attn_f, ov.cp_comm)
+    bwd = tb + exposed(tp2, tb, ov.tp_comm) + exposed(2 * comm.cp, 2 * comp.attn_f, ov.cp_comm)
+    if moe:
+        a2a = 2 * comm.ep  # dispatch + combine, forward; their gradients backward
+        fwd = fwd + exposed(a2a, tf, ov.ep_comm)
+        bwd = bwd + exposed(a2a, tb, ov.ep_comm)
+    if job.recompute:
+        bwd = bwd + fwd
+    fwd = fwd + np.maximum(0.0, comm.fsdp_f - tf)  # FSDP2 prefetches the next layer's gather
+    bwd = bwd + np.maximum(0.0, comm.fsdp_b - tb)
+    return fwd, bwd
 
 
 def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float, PipelineRun]:
     """Run the pipeline, then each stage's gradient reduction and optimizer step."""
     p, v, m = job.pp, job.virtual_stages, job.micro_batches
-    lv = job.model_config().layers // (p * v)
-    ov = job.overlap
-    nq = p * v
-    stage = np.arange(nq) % p
-    tp_f = 2 * comm.tp[stage]  # two all-reduces per layer each way
-    e_f = np.maximum(0.0, tp_f - comp.tf) if ov.tp_comm else tp_f
-    e_b = np.maximum(0.0, tp_f - comp.tb) if ov.tp_comm else tp_f
-    fwd = lv * (comp.tf + e_f)
-    bwd = lv * (comp.tb + e_b + ((comp.tf + e_f) if job.recompute else 0.0))
+    model = job.model_config()
+    dense, moe = layer_kinds(model.moe_layers(), job.stage_layers())
+    stage = np.arange(p * v) % p
+    fd, bd = _layer_times(job, comp, comm, False)
+    fm, bm = _layer_times(job, comp, comm, True)
+    fwd = dense * fd[stage] + moe * fm[stage]
+    bwd = dense * bd[stage] + moe * bm[stage]
     fwd[-1] += comp.logits_f
     bwd[-1] += comp.logits_b
-    run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v, blocking_send=not ov.pp_send_recv)
+    run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v,
+                            blocking_send=not job.overlap.pp_send_recv)
+    return float(_stage_done(job, comp, comm, run, fwd, dense + moe).max()), run
+
+
+def _stage_done(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, run: PipelineRun,
+                fwd: np.ndarray, per_q: np.ndarray) -> np.ndarray:
+    """End of each stage's gradient reduction, optimizer step and parameter gather."""
+    p, m = job.pp, job.micro_batches
+    ov = job.overlap
     done = np.empty(p)
     for s in range(p):
-        if ov.dp_grad_reduce:
-            t = _overlapped_reduce(run.chunk_last_bwd_s[s], lv, comm.dp_layer[s])
+        layers_s = per_q[s::p]
+        if ov.dp_grad_reduce and not job.fsdp:
+            t = _overlapped_reduce(run.chunk_last_bwd_s[s], layers_s, comm.dp_layer[s])
         else:
             t = run.stage_end_s[s] + comm.dp_all[s]
         if s in (0, p - 1) and p > 1:
@@ -282,14 +491,16 @@ def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float
         if ov.dp_param_gather:  # hidden under the next iteration's warm-up forwards
             gather = max(0.0, gather - min(p - s, m) * fwd[s])
         done[s] = t + gather
-    return float(done.max()), run
+    return done
 
 
-def _overlapped_reduce(chunks: np.ndarray, layers: int, per_layer_s: float) -> float:
-    """End of a stream that reduces each layer's gradients as its last backward produces them."""
+def _overlapped_reduce(chunks: np.ndarray, layers, per_layer_s: float) -> float:
+    """End of a stream that reduces each layer's gradients as its last backward produces them
+    (``layers``: layers of each chunk of the stage)."""
     ready = []
-    for start, end in chunks:
-        ready += [start + (i + 1) * (end - start) / layers for i in range(layers)]
+    for (start, end), n in zip(chunks, np.broadcast_to(layers, len(chunks)), strict=True):
+        n = int(n)
+        ready += [start + (i + 1) * (end - start) / n for i in range(n)]
     t = 0.0
     for r in sorted(ready):
         t = max(t, r) + per_layer_s
@@ -310,9 +521,10 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         bubble_fraction=bubble / iteration_s,
         bubble_s=bubble,
         exposed_comm_s=exposed,
-        comm_s={"tp": float(comm.tp.max()), "pp": float(comm.pp.max()),
+        comm_s={"tp": float(comm.tp.max()), "cp": float(comm.cp.max()),
+                "ep": float(comm.ep.max()), "pp": float(comm.pp.max()),
                 "dp": float(comm.dp_all.max() + comm.dp_gather.max()),
-                "embedding": comm.embedding},
+                "fsdp_layer": float(comm.fsdp_b.max()), "embedding": comm.embedding},
         compute_s=busy,
         optimizer_s=float(comp.optimizer.max()),
         pipeline_s=run.makespan_s,
@@ -321,4 +533,17 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         gpus=job.world,
         critical_path=run.critical_path,
         job=job.to_dict(),
+        model_name=model.name,
+        schedule=schedule_summary(job),
     )
+
+
+def schedule_summary(job: JobSpec) -> dict[str, Any]:
+    """The pipeline schedule a report states (MFU moves by tens of percent with it)."""
+    per_q = job.stage_layers()
+    return {"schedule": job.schedule, "virtual_stages": job.virtual_stages,
+            "micro_batches": job.micro_batches,
+            "micro_batches_per_stage_in_flight": min(job.micro_batches, job.pp),
+            "stage_layers": [int(x) for x in job.stage_layer_counts()],
+            "virtual_stage_layers": [int(x) for x in per_q],
+            "uneven": bool(per_q.min() != per_q.max())}

@@ -30,8 +30,10 @@ def register(sub) -> argparse.ArgumentParser:
     )
     p.add_argument("--job", default=None,
                    help="YAML/JSON job file (keys of JobSpec) or packaged job name "
-                   "(gpt3-175b, tiny); flags win")
-    p.add_argument("--model", default=None, help="model preset, e.g. gpt3-175b (default)")
+                   "(gpt3-175b, tiny, ...); flags win")
+    p.add_argument("--model", default=None,
+                   help="model preset (gpt3-175b default, llama3-405b, deepseek-v3, ...) or a "
+                   "transformers config.json path")
     p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
@@ -66,6 +68,9 @@ def register(sub) -> argparse.ArgumentParser:
                    "is alpha-beta per scope (default without --fabric)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the flow model's QP numbers (ECMP paths); default 0")
+    from tuner.jobs import add_modern_arguments
+
+    add_modern_arguments(p)
     add_json_flag(p)
     return p
 
@@ -81,11 +86,14 @@ def _job_from_args(args: argparse.Namespace):
              "virtual_stages": args.virtual_stages, "recompute": args.recompute,
              "distributed_optimizer": args.distributed_optimizer}
     data.update({k: v for k, v in flags.items() if v is not None})
+    from tuner.jobs import modern_values
+
+    data.update(modern_values(args))
     if args.overlap:
         data["overlap"] = _parse_overlap(args.overlap, Overlap)
     data = _apply_micro_batches(data, args)
     given = any(v is not None for v in flags.values()) or args.overlap or \
-        getattr(args, "micro_batches", None) is not None
+        getattr(args, "micro_batches", None) is not None or bool(modern_values(args))
     source = job_source(args.job) + (" with flags" if args.job and given else "")
     return JobSpec.from_dict(data, source=source)
 
@@ -166,6 +174,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs(values: list[int]) -> str:
+    """``[7, 8, 8, 8, 7]`` as ``7, 8 x3, 7``."""
+    out, i = [], 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        out.append(f"{values[i]}" + (f" x{j - i}" if j - i > 1 else ""))
+        i = j
+    return ", ".join(out)
+
+
 def _read_placement(path: str, fabric=None, world: int | None = None) -> list[int]:
     """``placement.json`` from place/recommend (needs its --fabric) or GPU positions."""
     from tuner.inputs import placement_positions
@@ -175,9 +195,15 @@ def _read_placement(path: str, fabric=None, world: int | None = None) -> list[in
 
 def _print_human(pred, fabric, comm: str) -> None:
     j = pred.job
-    print(f"{j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, pp {j['pp']}, dp {j['dp']}, "
+    sc = pred.schedule
+    print(f"{pred.model_name or j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, "
+          f"cp {j.get('cp', 1)}, ep {j.get('ep', 1)}, pp {j['pp']}, dp {j['dp']}"
+          f"{', sp' if j.get('sequence_parallel') else ''}{', fsdp' if j.get('fsdp') else ''}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
           f"{fabric.name if fabric is not None else 'synthetic'}, comm model {comm}")
+    if sc:
+        print(f"schedule {sc['schedule']} (v {sc['virtual_stages']}), {sc['micro_batches']} "
+              f"micro-batches, layers per stage {_runs(sc['stage_layers'])}")
     rows = [("iteration_s", pred.iteration_s), ("tokens_per_s", pred.tokens_per_s),
             ("mfu", pred.mfu), ("hfu", pred.hfu), ("bubble_fraction", pred.bubble_fraction),
             ("compute_s", pred.compute_s), ("optimizer_s", pred.optimizer_s)]

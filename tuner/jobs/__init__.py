@@ -1,9 +1,11 @@
 """Packaged example jobs and the shared job input of ``netsim place`` and ``netsim recommend``.
 
 A job is a YAML file whose keys are ``netsim predict``'s flags (``model``, ``gpu``, ``gpus``,
-``tp``, ``pp``, ``dp``, ``global_batch``, ``micro_batch``, ``seq``, ...: the fields of
-``netsim.workload.JobSpec``), the name of a packaged example (``gpt3-175b``, ``tiny``), or the
-same keys given as flags.
+``tp``, ``pp``, ``dp``, ``cp``, ``ep``, ``sequence_parallel``, ``first_stage_layers``,
+``last_stage_layers``, ``global_batch``, ``micro_batch``, ``seq``, ...: the fields of
+``netsim.workload.JobSpec``; ``model`` is a preset or a transformers ``config.json`` path),
+the name of a packaged example (``gpt3-175b``, ``llama3-405b``, ``deepseek-v3``, ``tiny``), or
+the same keys given as flags.
 """
 
 from __future__ import annotations
@@ -20,6 +22,41 @@ _HERE = Path(__file__).parent
 JOB_FLAGS: dict[str, type] = {"model": str, "gpu": str, "gpus": int, "tp": int, "pp": int,
                               "dp": int, "global_batch": int, "micro_batch": int, "seq": int,
                               "vocab": int, "virtual_stages": int}
+
+#: Today's parallelism and model-dimension keys, shared by predict, place and recommend:
+#: key -> (flag, type, help). Booleans are switches.
+MODERN_FLAGS: dict[str, tuple[str, type, str]] = {
+    "cp": ("--cp", int, "context-parallel degree (ring attention)"),
+    "ep": ("--ep", int, "expert-parallel degree (MoE; divides cp x dp)"),
+    "sequence_parallel": ("--sp", bool, "sequence parallelism with TP (RS/AG instead of AR)"),
+    "first_stage_layers": ("--first-stage-layers", int, "layers of the first pipeline stage"),
+    "last_stage_layers": ("--last-stage-layers", int, "layers of the last pipeline stage"),
+    "capacity_factor": ("--capacity-factor", float, "MoE capacity factor (1: dropless)"),
+    "fsdp": ("--fsdp", bool, "FSDP2 / ZeRO-3 over the data-parallel ranks (torchtitan)"),
+    "dp_replicate": ("--dp-replicate", int, "HSDP replicas (FSDP shards over dp / this)"),
+    "layers": ("--layers", int, "layer-count override"),
+    "hidden": ("--hidden", int, "hidden-size override"),
+    "heads": ("--heads", int, "attention-head override"),
+    "kv_heads": ("--kv-heads", int, "key/value-head override (grouped-query attention)"),
+    "ffn_hidden": ("--ffn-hidden", int, "feed-forward width override"),
+}
+
+
+def add_modern_arguments(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """One flag per ``MODERN_FLAGS`` key (dest ``prefix + key``)."""
+    g = p.add_argument_group("parallelism and model dimensions")
+    for key, (flag, typ, text) in MODERN_FLAGS.items():
+        if typ is bool:
+            g.add_argument(flag, dest=prefix + key, action="store_true", default=None, help=text)
+        else:
+            g.add_argument(flag, dest=prefix + key, type=typ, default=None, help=text,
+                           metavar=key.upper())
+
+
+def modern_values(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
+    """The ``MODERN_FLAGS`` values given on the command line (None left out)."""
+    out = {k: getattr(args, prefix + k, None) for k in MODERN_FLAGS}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def packaged_jobs() -> list[str]:
@@ -84,6 +121,7 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
                                                   if key == "micro_batch" else [])
         g.add_argument(*names, dest=f"job_{key}", type=typ, default=None, metavar=key.upper())
     add_micro_batches_argument(g, dest="job_micro_batches")
+    add_modern_arguments(p, prefix="job_")
 
 
 def add_micro_batches_argument(p, dest: str = "micro_batches") -> None:
@@ -119,6 +157,7 @@ def apply_micro_batches(data: dict[str, Any], count: int | None, global_flag: in
 def job_from_args(args: argparse.Namespace):
     """The JobSpec the parsed ``--job`` and job flags describe."""
     overrides = {k: getattr(args, f"job_{k}") for k in JOB_FLAGS}
+    overrides.update(modern_values(args, prefix="job_"))
     count = getattr(args, "job_micro_batches", None)
     if count is None:
         return load_job(args.job, **overrides)

@@ -48,7 +48,7 @@ def test_predict_without_fabric_is_analytic(capsys):
 
 @pytest.mark.parametrize("argv,msg", [
     (["--gpus", "100", "--tp", "8", "--pp", "8", "--dp", "192"], "!= gpus"),
-    (["--model", "gpt3-13b", "--pp", "3"], "not divisible by pp"),
+    (["--model", "gpt3-13b", "--pp", "9"], "--first-stage-layers"),  # 40 and 42 % 9 != 0
     (["--dp", "4", "--global-batch", "10"], "not divisible by dp"),
     (["--model", "nope"], "unknown model"),
     (["--overlap", "everything"], "--overlap"),
