@@ -16,6 +16,10 @@ refused ("nonsense") or may go either way (a zero, a huge count, a removed key).
 ``nonsense_accepted`` counts cases the oracle says must be refused that exited 0. Run::
 
     python -m tuner.fuzz --seed 2026 -n 400 --json
+    python -m tuner.fuzz --seed 2026 -n 400 --formats all --json   # every format in FORMATS
+
+``FORMATS`` also holds the later formats (Hugging Face ``config.json`` read by
+``predict --model``, and the others as they land); the default run is fabric and job files.
 """
 
 from __future__ import annotations
@@ -86,14 +90,55 @@ def _job_bases() -> list[dict]:
              "seq": 1024, "virtual_stages": 1}]
 
 
-def _hints(fmt: str, data: dict) -> dict[str, Any]:
-    if fmt == "fabric":
-        from topologies.files import KINDS
+def _hf_bases() -> list[dict]:
+    from netsim.hfconfig import HF_PRESETS
 
-        return typing.get_type_hints(KINDS[data["kind"]])
+    return [dict(HF_PRESETS[n][0]) for n in ("llama3-8b", "mixtral-8x7b", "deepseek-v3")]
+
+
+@dataclasses.dataclass(frozen=True)
+class Format:
+    """A fuzzed input format: its valid starting points, its schema, the command reading it."""
+
+    bases: typing.Callable[[], list[dict]]
+    schema: typing.Callable[[dict], type]
+    argv: typing.Callable[[str], list[str]]
+    suffixes: tuple[str, ...] = (".yaml", ".json")
+    required: tuple[str, ...] = ("kind",)   # removing one of these must be refused
+
+
+def _fabric_schema(data: dict) -> type:
+    from topologies.files import KINDS
+
+    return KINDS[data["kind"]]
+
+
+def _job_schema(data: dict) -> type:
     from netsim.workload import JobSpec
 
-    return typing.get_type_hints(JobSpec)
+    return JobSpec
+
+
+def _hf_schema(data: dict) -> type:
+    from netsim.hfconfig import HFConfigKeys
+
+    return HFConfigKeys
+
+
+#: Every fuzzed format (``--formats``); the default run keeps fabric and job, as issue #16's.
+FORMATS: dict[str, Format] = {
+    "fabric": Format(_fabric_bases, _fabric_schema, lambda p: ["topo", p, "--json"]),
+    "job": Format(_job_bases, _job_schema, lambda p: ["predict", "--job", p, "--json"]),
+    "hf": Format(_hf_bases, _hf_schema, lambda p: ["predict", "--model", p, "--json"],
+                 suffixes=(".json",), required=("num_hidden_layers", "hidden_size",
+                                                "num_attention_heads", "intermediate_size",
+                                                "vocab_size", "hidden_act")),
+}
+DEFAULT_FORMATS = ("fabric", "job")
+
+
+def _hints(fmt: str, data: dict) -> dict[str, Any]:
+    return typing.get_type_hints(FORMATS[fmt].schema(data))
 
 
 def _is_nonsense(value: Any, tp: Any, key: str) -> bool:
@@ -147,11 +192,12 @@ def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str)
     choice = int(rng.integers(6))
     if choice == 0:
         data = {**base, "colour": "red"}
-        return Case(fmt, "unknown key colour", True, _dump(data, suffix), suffix)
+        # config.json files carry many keys the suite does not read: an extra one is fine
+        return Case(fmt, "unknown key colour", fmt != "hf", _dump(data, suffix), suffix)
     if choice == 1:
         key = list(base)[int(rng.integers(len(base)))]
         data = {k: v for k, v in base.items() if k != key}
-        return Case(fmt, f"key {key} removed", fmt == "fabric" and key == "kind",
+        return Case(fmt, f"key {key} removed", fmt != "job" and key in FORMATS[fmt].required,
                     _dump(data, suffix), suffix)
     if choice == 2:
         raw = _dump(base, suffix)
@@ -166,15 +212,16 @@ def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str)
     return Case(fmt, "file truncated", False, raw[: int(rng.integers(1, len(raw)))], suffix)
 
 
-def make_cases(n: int, seed: int) -> list[Case]:
-    """``n`` mutated files, half fabric and half job, drawn from ``seed``."""
+def make_cases(n: int, seed: int, formats: tuple[str, ...] = DEFAULT_FORMATS) -> list[Case]:
+    """``n`` mutated files, the formats taking turns, drawn from ``seed``."""
     rng = np.random.default_rng(seed)
-    bases = {"fabric": _fabric_bases(), "job": _job_bases()}
+    bases = {f: FORMATS[f].bases() for f in formats}
     cases = []
     for i in range(n):
-        fmt = "fabric" if i % 2 == 0 else "job"
+        fmt = formats[i % len(formats)]
         base = bases[fmt][int(rng.integers(len(bases[fmt])))]
-        suffix = ".json" if rng.random() < 0.3 else ".yaml"
+        sfx = FORMATS[fmt].suffixes
+        suffix = (".json" if rng.random() < 0.3 else ".yaml") if len(sfx) > 1 else sfx[0]
         make = _value_case if rng.random() < 0.75 else _structure_case
         cases.append(make(fmt, base, rng, suffix))
     return cases
@@ -198,8 +245,7 @@ def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
 
     path = workdir / f"input{case.suffix}"
     path.write_bytes(case.text)
-    argv = ["topo", str(path), "--json"] if case.format == "fabric" else \
-        ["predict", "--job", str(path), "--json"]
+    argv = FORMATS[case.format].argv(str(path))
     err, out = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout_s)
@@ -224,7 +270,8 @@ def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
 
 
 def fuzz(n: int = 400, seed: int = 2026, timeout_s: int = 60,
-         memory_limit_bytes: int = 2**30) -> dict[str, Any]:
+         memory_limit_bytes: int = 2**30,
+         formats: tuple[str, ...] = DEFAULT_FORMATS) -> dict[str, Any]:
     """Run ``n`` cases; returns the counts and the offending cases.
 
     The memory limit (``NETSIM_MEMORY_LIMIT_BYTES``) is lowered to ``memory_limit_bytes`` so
@@ -234,7 +281,8 @@ def fuzz(n: int = 400, seed: int = 2026, timeout_s: int = 60,
     os.environ["NETSIM_MEMORY_LIMIT_BYTES"] = str(memory_limit_bytes)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            outcomes = [run_case(c, Path(tmp), timeout_s) for c in make_cases(n, seed)]
+            outcomes = [run_case(c, Path(tmp), timeout_s)
+                        for c in make_cases(n, seed, formats)]
     finally:
         if old_limit is None:
             os.environ.pop("NETSIM_MEMORY_LIMIT_BYTES", None)
@@ -274,9 +322,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=400, help="number of mutated files (default 400)")
     p.add_argument("--seed", type=int, default=2026, help="seed of the mutations")
     p.add_argument("--timeout-s", type=int, default=60, help="per-case limit counted as a hang")
+    p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
+                   help=f"comma-separated formats, or 'all' ({', '.join(FORMATS)}; default "
+                   f"{','.join(DEFAULT_FORMATS)})")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = p.parse_args(argv)
-    res = fuzz(args.n, args.seed, args.timeout_s)
+    formats = tuple(FORMATS) if args.formats == "all" else tuple(args.formats.split(","))
+    unknown = [f for f in formats if f not in FORMATS]
+    if unknown:
+        p.error(f"--formats: unknown {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+    res = fuzz(args.n, args.seed, args.timeout_s, formats=formats)
     if args.json:
         print(json.dumps(res, indent=2))
     else:

@@ -517,6 +517,56 @@ test_trace_refused, test_trace_refused_slow = _both(_trace_refused, bad_traces()
 
 
 # ---------------------------------------------------------------------------------------------
+# Hugging Face config.json (netsim.hfconfig): no saver, so valid files load to the model the
+# same keys give in memory (``model_from_hf``)
+
+
+@st.composite
+def hf_config_dicts(draw) -> dict:
+    from netsim.hfconfig import HF_PRESETS
+
+    name = draw(st.sampled_from(sorted(HF_PRESETS)))
+    data = dict(HF_PRESETS[name][0])
+    heads = data["num_attention_heads"]
+    data["num_hidden_layers"] = draw(st.integers(max(1, data.get("first_k_dense_replace", 0)
+                                                     + 1), 128))
+    data["hidden_size"] = heads * draw(st.sampled_from([64, 128]))
+    data["vocab_size"] = draw(st.integers(1, 200_000))
+    data["tie_word_embeddings"] = draw(st.booleans())
+    data["architectures"] = ["SomethingForCausalLM"]  # keys the suite does not read are kept
+    data["rope_scaling"] = draw(st.none() | st.fixed_dictionaries({"factor": st.floats(1, 8)}))
+    return data
+
+
+def _hf_roundtrip(data):
+    from netsim.hfconfig import hf_from_file, model_from_hf
+
+    path = _write(data, ".json")
+    assert hf_from_file(path, name="m") == model_from_hf(data, "m")
+
+
+test_hf_config_loads, test_hf_config_loads_slow = _both(_hf_roundtrip, hf_config_dicts())
+
+
+@st.composite
+def bad_hf_configs(draw):
+    from netsim.hfconfig import HFConfigKeys
+
+    data = draw(hf_config_dicts())
+    key, value = _bad_value(draw, HFConfigKeys, data)
+    return {**data, key: value}, key
+
+
+def _hf_refused(case):
+    data, key = case
+    path = _write(data, ".json")
+    _assert_refused(["predict", "--model", str(path), "--json"], path, key)
+
+
+test_hf_config_refused, test_hf_config_refused_slow = _both(_hf_refused, bad_hf_configs())
+
+
+# ---------------------------------------------------------------------------------------------
 # File-level refusals shared by every format
 
 
@@ -526,7 +576,8 @@ test_trace_refused, test_trace_refused_slow = _both(_trace_refused, bad_traces()
     lambda p: ["simulate", "--level", "flow", "--fabric", "fat-tree-k4", "--flows", str(p)],
     lambda p: ["predict", "--job", "tiny", "--calibration", str(p)],
     lambda p: ["predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--placement", str(p)],
-], ids=["fabric", "job", "flow", "calibration", "placement"])
+    lambda p: ["predict", "--model", str(p)],
+], ids=["fabric", "job", "flow", "calibration", "placement", "hf-config"])
 @pytest.mark.parametrize("content", [b"kind: clos3\nname: \xff\xfe\n", b"[[[[[[[[", b"- 1\n- 2\n"],
                          ids=["non-utf8", "broken", "list"])
 def test_file_level_refusals_name_the_file(argv_of, content, tmp_path):
