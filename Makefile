@@ -17,6 +17,7 @@ setup: $(BIN)/python
 setup-dev: $(BIN)/python
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q '.[dev,trainer]'
+	$(BIN)/pip install -q '.[dist]'  # netsim sweep's Dask: its tests run on a local cluster
 
 # The main job: recommend placement and NCCL/NIC/switch settings for GPT-3 175B on the
 # built-in default fabric (megascale); files land in out/recommend/.

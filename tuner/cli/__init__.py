@@ -35,6 +35,7 @@ SUBCOMMANDS = (
     "place",
     "recommend",
     "probe",
+    "sweep",
 )
 
 

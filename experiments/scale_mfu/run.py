@@ -1,0 +1,139 @@
+"""Scale study: ``python -m experiments.scale_mfu.run [--full] -o DIR``.
+
+Sweeps ``overlaps.yaml`` and ``network.yaml`` (``*_full.yaml`` with ``--full``: eight scales)
+through ``tuner.sweep``, resumable into ``DIR/overlaps`` and ``DIR/network``; writes
+``DIR/mfu.csv`` and the figures. See README.md beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+from tuner import sweep
+
+HERE = Path(__file__).resolve().parent
+SPECS = ("overlaps", "network")
+#: MegaScale (NSDI'24) abstract: 55.2% MFU for 175B on 12,288 GPUs, 1.34x Megatron-LM
+MEGASCALE_12288_MFU = 0.552
+MEGATRON_RATIO = 1.34
+
+
+def run_specs(out: Path, full: bool, workers: int | None, scheduler: str | None,
+              progress: bool = True) -> dict[str, list[dict]]:
+    rows = {}
+    for name in SPECS:
+        path = HERE / f"{name}{'_full' if full else ''}.yaml"
+        sweep.run_sweep(sweep.load_spec(path), out / name, workers=workers,
+                        scheduler=scheduler, progress=progress, spec_text=path.read_text())
+        rows[name] = _ok(sweep.read_results(out / name / sweep.RESULTS_JSONL))
+    return rows
+
+
+def _ok(results) -> list[dict]:
+    for r in results:
+        if not r.ok:
+            print(f"scale_mfu: point {r.point} failed: {r.error}", file=sys.stderr)
+    return sorted(({**r.args, **r.output} for r in results if r.ok),
+                  key=lambda r: (r["gpus"], r["overlap"], r["network"]))
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _series(rows, **match):
+    rs = sorted((r for r in rows if all(r[k] == v for k, v in match.items())),
+                key=lambda r: r["gpus"])
+    return [r["gpus"] for r in rs], [100 * r["mfu"] for r in rs]
+
+
+def _published(ax) -> None:
+    ax.plot([12288], [100 * MEGASCALE_12288_MFU], "k*", ms=12,
+            label="MegaScale, published (all optimizations)")
+    ax.plot([12288], [100 * MEGASCALE_12288_MFU / MEGATRON_RATIO], "kP", ms=9,
+            label="Megatron-LM, published (MegaScale / 1.34)")
+
+
+def plot_overlaps(rows: list[dict], path: Path | None = None):
+    """Predicted MFU vs GPUs for Megatron-LM defaults, each overlap alone, and all."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for ov in ("none", "dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "all"):
+        x, y = _series(rows, overlap=ov, network="base")
+        if x:
+            ax.plot(x, y, "-o", label={"none": "Megatron-LM defaults",
+                                       "all": "every overlap"}.get(ov, f"{ov} only"))
+    _published(ax)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("GPUs (GPT-3 175B, TP 8, PP 8, batch 6144)")
+    ax.set_ylabel("predicted MFU (%)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def plot_network(rows: list[dict], path: Path | None = None):
+    """Predicted MFU vs GPUs under the network what-ifs, without and with overlap."""
+    import matplotlib.pyplot as plt
+
+    whatif = {r["gpus"] for r in rows if r["network"] != "base"}
+    rows = [r for r in rows if r["gpus"] in whatif]  # the scales every what-if ran at
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, ov in zip(axes, ("none", "all"), strict=True):
+        for net in ("base", "nic_x0.5", "nic_x2", "agg_2to1", "spine_down"):
+            x, y = _series(rows, overlap=ov, network=net)
+            if x:
+                ax.plot(x, y, "-o", ms=4, label=net)
+        _published(ax)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("GPUs")
+        ax.set_title("Megatron-LM defaults" if ov == "none" else "every overlap")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("predicted MFU (%)")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    if path:
+        fig.savefig(path, dpi=120)
+    return fig
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--full", action="store_true", help="eight scales from 256 to 12,288 GPUs")
+    p.add_argument("-o", "--out", required=True, type=Path, help="output directory")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local Dask workers (default: cores; 0 = in this process)")
+    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask cluster")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = run_specs(args.out, args.full, args.workers, args.scheduler)
+    rows["network"] = sorted(rows["network"] + [r for r in rows["overlaps"]
+                                                if r["overlap"] in ("none", "all")],
+                             key=lambda r: (r["gpus"], r["overlap"], r["network"]))
+    write_csv(args.out / "mfu_overlaps.csv", rows["overlaps"])
+    write_csv(args.out / "mfu_network.csv", rows["network"])
+    plot_overlaps(rows["overlaps"], args.out / "mfu_overlaps.png")
+    plot_network(rows["network"], args.out / "mfu_network.png")
+    from tuner.cli._output import format_table
+
+    for name in SPECS:
+        print(format_table(["gpus", "overlap", "network", "mfu_%", "iteration_s",
+                            "exposed_comm_s"],
+                           [[r["gpus"], r["overlap"], r["network"], 100 * r["mfu"],
+                             r["iteration_s"], r["exposed_comm_s"]] for r in rows[name]]))
+        print()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
