@@ -181,10 +181,14 @@ def example_for(tp: Any, r: Rule = Rule(), default: Any = _MISSING) -> Any:
     if tp is str:
         return "name"
     if origin is tuple and args and args[-1] is not Ellipsis:
-        return [example_for(a) for a in args]
+        return [_or_one(example_for(a)) for a in args]
     if origin in (list, tuple):
-        return [example_for(args[0]) if args else 1]
+        return [_or_one(example_for(args[0])) if args else 1]
     return _UNSET
+
+
+def _or_one(example: Any) -> Any:
+    return 1 if example is _UNSET else example
 
 
 def _fits(value: Any, r: Rule) -> bool:
@@ -217,6 +221,8 @@ def _convert(value, tp, source, field, r, fail):  # noqa: C901 - one branch per 
                 return None
             raise fail()
         options = [a for a in args if a is not type(None)]
+        if len(options) == 1:  # Optional[X]: X's own error (a nested key named) stands
+            return _convert(value, options[0], source, field, r, fail)
         for a in options:
             try:
                 return _convert(value, a, source, field, r, fail)

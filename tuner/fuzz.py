@@ -96,6 +96,18 @@ def _hf_bases() -> list[dict]:
     return [dict(HF_PRESETS[n][0]) for n in ("llama3-8b", "mixtral-8x7b", "deepseek-v3")]
 
 
+def _sweep_bases() -> list[dict]:
+    return [{"command": "topo", "args": {"json": True}, "grid": {"k": [4, 6]}},
+            {"command": "topo", "list": [{"k": 4}, {"k": 8}]},
+            {"command": "topo", "sample": {"n": 2, "seed": 3,
+                                           "space": {"k": {"low": 2, "high": 8, "int": True}}}}]
+
+
+def _sweep_argv(path: str) -> list[str]:
+    out = tempfile.mkdtemp(prefix="fuzz-sweep-", dir=str(Path(path).parent))
+    return ["sweep", path, "-o", out, "--workers", "0", "--no-progress"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Format:
     """A fuzzed input format: its valid starting points, its schema, the command reading it."""
@@ -125,6 +137,12 @@ def _hf_schema(data: dict) -> type:
     return HFConfigKeys
 
 
+def _sweep_schema(data: dict) -> type:
+    from tuner.sweep import SpecKeys
+
+    return SpecKeys
+
+
 #: Every fuzzed format (``--formats``); the default run keeps fabric and job, as issue #16's.
 FORMATS: dict[str, Format] = {
     "fabric": Format(_fabric_bases, _fabric_schema, lambda p: ["topo", p, "--json"]),
@@ -133,6 +151,8 @@ FORMATS: dict[str, Format] = {
                  suffixes=(".json",), required=("num_hidden_layers", "hidden_size",
                                                 "num_attention_heads", "intermediate_size",
                                                 "vocab_size", "hidden_act")),
+    "sweep": Format(_sweep_bases, _sweep_schema, _sweep_argv,
+                    required=("command", "grid", "list", "sample")),
 }
 DEFAULT_FORMATS = ("fabric", "job")
 

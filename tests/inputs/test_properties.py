@@ -567,6 +567,81 @@ test_hf_config_refused, test_hf_config_refused_slow = _both(_hf_refused, bad_hf_
 
 
 # ---------------------------------------------------------------------------------------------
+# Sweep specs (tuner.sweep): the run keeps the spec as loaded (claim_dir dumps spec.raw), so
+# load -> dump -> load gives the same points and args
+
+
+_SWEEP_VALUES = st.one_of(st.integers(-10, 10**6), st.floats(-1e6, 1e6), NAMES, st.booleans())
+_FLAGS = st.sampled_from(["load", "size", "seed", "fabric", "fail_links", "cc"])
+
+
+@st.composite
+def sweep_specs(draw) -> dict:
+    data: dict = {"command": draw(st.sampled_from(["simulate", "predict", "topo"]))}
+    if draw(st.booleans()):
+        data["args"] = draw(st.dictionaries(st.sampled_from(["level", "json", "gpu"]),
+                                            _SWEEP_VALUES, max_size=2))
+    kind = draw(st.sampled_from(["grid", "list", "sample"]))
+    if kind == "grid":
+        data["grid"] = draw(st.dictionaries(_FLAGS, st.lists(_SWEEP_VALUES, min_size=1,
+                                                             max_size=3, unique=True),
+                                            min_size=1, max_size=2))
+    elif kind == "list":
+        rows = draw(st.lists(st.dictionaries(_FLAGS, _SWEEP_VALUES, min_size=1, max_size=2),
+                             min_size=1, max_size=4))
+        data["list"] = list({json.dumps(r, sort_keys=True): r for r in rows}.values())
+    else:
+        lo = draw(st.floats(0.01, 10))
+        data["sample"] = {"n": draw(st.integers(1, 5)), "seed": draw(st.integers(0, 2**31)),
+                          "space": {"load": {"low": lo, "high": lo * 10,
+                                             "log": draw(st.booleans())}}}
+    return data
+
+
+def _sweep_roundtrip(data):
+    from tuner.sweep import load_spec
+
+    spec = load_spec(_write(data, ".yaml"))
+    again = load_spec(_write(spec.raw, ".yaml"))
+    assert (again.command, again.args, again.points) == (spec.command, spec.args, spec.points)
+
+
+test_sweep_roundtrip, test_sweep_roundtrip_slow = _both(_sweep_roundtrip, sweep_specs())
+
+#: Values no sweep-spec key can hold, per key.
+_BAD_SWEEP = {
+    "command": [[1, 2], 0.5, True, {"a": 1}],
+    "function": [[1, 2], 7, False],
+    "args": [[1, 2], "abc", 7, {3: 1}],
+    "grid": [5, "abc", [1, 2], {"load": 5}, {"load": "abc"}],
+    "list": ["abc", 5, [1, 2], {"load": 1}],
+    "sample": [[1, 2], "abc", {"n": "abc", "seed": 1, "space": {"x": [1]}},
+               {"n": 0, "seed": 1, "space": {"x": [1]}},
+               {"n": 2, "seed": 1.5, "space": {"x": [1]}},
+               {"n": 2, "seed": 1, "space": {"x": {"low": 0, "high": math.inf}}},
+               {"n": 2, "seed": 1, "space": {"x": {"low": "a", "high": 2}}},
+               {"n": 2, "seed": 1, "space": {"x": 5}}],
+}
+
+
+@st.composite
+def bad_sweep_specs(draw):
+    data = draw(sweep_specs())
+    key = draw(st.sampled_from(sorted(_BAD_SWEEP)))
+    return {**data, key: draw(st.sampled_from(_BAD_SWEEP[key]))}, key
+
+
+def _sweep_refused(case):
+    data, key = case
+    path = _write(data, ".yaml")
+    _assert_refused(["sweep", str(path), "-o", str(path.parent / "out"), "--workers", "0"],
+                    path, key)
+
+
+test_sweep_refused, test_sweep_refused_slow = _both(_sweep_refused, bad_sweep_specs())
+
+
+# ---------------------------------------------------------------------------------------------
 # File-level refusals shared by every format
 
 
@@ -577,7 +652,8 @@ test_hf_config_refused, test_hf_config_refused_slow = _both(_hf_refused, bad_hf_
     lambda p: ["predict", "--job", "tiny", "--calibration", str(p)],
     lambda p: ["predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--placement", str(p)],
     lambda p: ["predict", "--model", str(p)],
-], ids=["fabric", "job", "flow", "calibration", "placement", "hf-config"])
+    lambda p: ["sweep", str(p), "-o", str(p.parent / "out"), "--workers", "0"],
+], ids=["fabric", "job", "flow", "calibration", "placement", "hf-config", "sweep"])
 @pytest.mark.parametrize("content", [b"kind: clos3\nname: \xff\xfe\n", b"[[[[[[[[", b"- 1\n- 2\n"],
                          ids=["non-utf8", "broken", "list"])
 def test_file_level_refusals_name_the_file(argv_of, content, tmp_path):
