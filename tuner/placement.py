@@ -29,6 +29,9 @@ import numpy as np
 
 STRATEGIES = ("topo", "linear", "random")
 HOPS_TOR, HOPS_POD, HOPS_CORE = 2, 4, 6
+#: Extra hop weight of a byte that leaves a ToR (or pod) whose uplinks the background keeps
+#: fully busy, per end: a saturated uplink costs more than the longest path through idle ones.
+HOPS_BUSY = 2 * HOPS_CORE
 #: Scores (simulated iteration times) within this relative difference are ties, decided by
 #: the hop cost: smaller differences come from one ECMP hash draw and lie far below the
 #: workload model's accuracy (docs/validation.md), so they are no reason to spread a job.
@@ -43,6 +46,10 @@ class GpuLocality:
     tor: np.ndarray
     pod: np.ndarray
     gpus_per_server: int
+    tor_busy: np.ndarray | None = None
+    """Utilisation of each ToR's uplinks by background traffic (0..1), if any."""
+    pod_busy: np.ndarray | None = None
+    """Utilisation of each pod's core links by background traffic (0..1), if any."""
 
     @classmethod
     def from_fabric(cls, fabric) -> GpuLocality:
@@ -52,11 +59,32 @@ class GpuLocality:
         pod = np.asarray(fabric.wiring.tor_pod, dtype=np.int64)[tor]
         return cls(server, tor, pod, int(fabric.gpus_per_server))
 
+    def with_busy(self, tor_busy: np.ndarray, pod_busy: np.ndarray) -> GpuLocality:
+        """The same locality with the background's busy uplinks (``tuner.background``)."""
+        return GpuLocality(self.server, self.tor, self.pod, self.gpus_per_server,
+                           np.asarray(tor_busy, np.float64), np.asarray(pod_busy, np.float64))
+
     def hops(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Hop weight between GPUs ``a`` and ``b`` (element-wise)."""
-        return np.where(self.server[a] == self.server[b], 0,
-                        np.where(self.tor[a] == self.tor[b], HOPS_TOR,
-                                 np.where(self.pod[a] == self.pod[b], HOPS_POD, HOPS_CORE)))
+        """Hop weight between GPUs ``a`` and ``b`` (element-wise), plus ``HOPS_BUSY`` x the
+        utilisation of every busy ToR / pod uplink set the bytes leave or enter by."""
+        ta, tb = self.tor[a], self.tor[b]
+        pa, pb = self.pod[a], self.pod[b]
+        h = np.where(self.server[a] == self.server[b], 0,
+                     np.where(ta == tb, HOPS_TOR, np.where(pa == pb, HOPS_POD, HOPS_CORE)))
+        if self.tor_busy is None:
+            return h
+        h = h + np.where(ta != tb, HOPS_BUSY * (self.tor_busy[ta] + self.tor_busy[tb]), 0.0)
+        return h + np.where(pa != pb, HOPS_BUSY * (self.pod_busy[pa] + self.pod_busy[pb]), 0.0)
+
+    def server_busy(self, servers: list[int]) -> np.ndarray:
+        """Mean utilisation of the ToR uplinks of each server's NICs (0 without background)."""
+        if self.tor_busy is None:
+            return np.zeros(len(servers))
+        srv = np.asarray(servers, np.int64)
+        first = np.searchsorted(self.server, srv)  # GPUs are numbered server by server
+        gps = self.gpus_per_server
+        tors = self.tor[first[:, None] + np.arange(gps)[None, :]]
+        return self.tor_busy[tors].mean(axis=1)
 
 
 @dataclass(frozen=True)
@@ -381,25 +409,55 @@ def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = 
     elif strategy == "random":
         sob = _random_slots(lay, rng)
     else:
-        starts = {"packed": _topo_initial(job, lay, loc, traffic),
-                  "scheduler-order": np.arange(lay.n_blocks)}
-        cands = {k: lay.gpu_of_rank(local_search(lay, loc, v, rng, search_iterations))
-                 for k, v in starts.items()}
-        metrics = {k: measure(g, traffic, loc) for k, g in cands.items()}
-        scores = {k: (score(g) if score else 0.0, metrics[k]["hop_cost"]) for k, g in cands.items()}
-        floor = min(v[0] for v in scores.values())
-        best = min(scores, key=lambda k: (scores[k][0] > floor * (1 + SCORE_RTOL), scores[k][1],
-                                          scores[k][0]))
-        out = Placement(strategy, cands[best], **metrics[best])
-        out.extra = {"candidate": best, "candidates": {k: {**metrics[k], "score": scores[k][0]}
-                                                       for k in cands}}
-        if score:
-            out.iteration_s = scores[best][0]
-        return out
+        cands = _topo_candidates(job, lay, loc, traffic, free, rng, search_iterations)
+        return _choose(strategy, cands, traffic, loc, score)
     gpu_of_rank = lay.gpu_of_rank(sob)
     out = Placement(strategy, gpu_of_rank, **measure(gpu_of_rank, traffic, loc))
     if score:
         out.iteration_s = float(score(gpu_of_rank))
+    return out
+
+
+def _topo_candidates(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges,
+                     free: list[int], rng: np.random.Generator,
+                     iterations: int) -> dict[str, np.ndarray]:
+    """The default (scheduler order) as is, and packed / scheduler-order layouts refined by the
+    hop-cost search; with background load, also the packing of the quietest servers first."""
+    starts = {"packed": (lay, _topo_initial(job, lay, loc, traffic)),
+              "scheduler-order+search": (lay, np.arange(lay.n_blocks))}
+    if loc.tor_busy is not None and loc.tor_busy.any():
+        quiet = [free[i] for i in np.argsort(loc.server_busy(free), kind="stable")]
+        lay_q = _layout(job, traffic, quiet, loc.gpus_per_server)
+        starts["quiet-first"] = (lay_q, _topo_initial(job, lay_q, loc, traffic))
+    cands = {"scheduler-order": lay.gpu_of_rank(np.arange(lay.n_blocks))}
+    for name, (ly, sob) in starts.items():
+        cands[name] = ly.gpu_of_rank(local_search(ly, loc, sob, rng, iterations))
+    return cands
+
+
+def _choose(strategy: str, cands: dict[str, np.ndarray], traffic: TrafficEdges,
+            loc: GpuLocality, score) -> Placement:
+    """The candidate to recommend: never predicted slower than the default (the scheduler's
+    order, ``cands["scheduler-order"]``); among those, the fastest, with scores within
+    ``SCORE_RTOL`` of it tied and decided by the lowest hop cost."""
+    metrics = {k: measure(g, traffic, loc) for k, g in cands.items()}
+    seen: dict[bytes, float] = {}
+    scores = {}
+    for k, g in cands.items():
+        key = g.tobytes()
+        if key not in seen:
+            seen[key] = float(score(g)) if score else 0.0
+        scores[k] = seen[key]
+    default = scores["scheduler-order"]
+    allowed = [k for k in cands if scores[k] <= default]
+    floor = min(scores[k] for k in allowed)
+    best = min(allowed, key=lambda k: (scores[k] > floor * (1 + SCORE_RTOL),
+                                       metrics[k]["hop_cost"], scores[k]))
+    out = Placement(strategy, cands[best], **metrics[best])
+    out.extra = {"candidate": best, "candidates": {k: {**metrics[k], "score": scores[k]}
+                                                   for k in cands}}
+    if score:
+        out.iteration_s = scores[best]
     return out
 
 
@@ -408,31 +466,69 @@ def _random_slots(lay: _Layout, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(len(lay.slot_gpus))[:lay.n_blocks]
 
 
-def iteration_scorer(fabric, job, hardware=None, calibration=None, qps: int = 1, seed: int = 0):
-    """``score(gpu_of_rank) -> iteration_s``: ``netsim.workload.predict`` with the ECMP
-    collision slowdown of the flow engine (:class:`tuner.collision.FlowCommModel`)."""
+def iteration_scorer(fabric, job, hardware=None, calibration=None, qps: int = 1, seed: int = 0,
+                     background: list | None = None):
+    """``score(gpu_of_rank) -> iteration_s``: ``netsim.workload.predict`` on the flow engine
+    (``netsim.workload.flowcomm.FlowCommModel``, the model of ``netsim predict``) with ``qps``
+    QPs per connection; with ``background`` (``tuner.background.BackgroundJob`` s), their
+    traffic shares every flow-engine run."""
     from netsim.hardware import get_hardware
-    from netsim.workload import AnalyticCommModel, predict
-    from tuner.collision import FlowCommModel
+    from netsim.nccl import NcclConfig
+    from netsim.workload import predict
+    from tuner.background import check_disjoint, comm_model, network_batches
 
     hw = hardware or get_hardware(job.gpu)
-    base = calibration.comm_model(hw) if calibration else AnalyticCommModel(hw)
-    cm = FlowCommModel(fabric, base, qps=qps, seed=seed)
+    nccl = NcclConfig(qps_per_connection=qps, alpha_nvlink_us=hw.intra_latency_s * 1e6,
+                      alpha_net_us=hw.net_latency_s * 1e6)
+    overrides = calibration.comm_model(hw).overrides if calibration else None
+    background = list(background or [])
+    batches = [b for j in background for b in network_batches(j.job, j.gpu_of_rank)]
+    cm = comm_model(fabric, hw, batches, seed, overrides)
+    cm.nccl = nccl
 
     def score(gpu_of_rank: np.ndarray) -> float:
+        check_disjoint(background, gpu_of_rank)
         return float(predict(job, fabric, hw, calibration=calibration, placement=gpu_of_rank,
                              comm_model=cm).iteration_s)
 
     return score
 
 
+def background_locality(fabric, background: list | None, seed: int = 0,
+                        loc: GpuLocality | None = None, cache: dict | None = None) -> GpuLocality:
+    """The fabric's locality with the background jobs' busy uplinks (if there are any)."""
+    from tuner.background import busy_uplinks, network_batches
+
+    loc = loc or GpuLocality.from_fabric(fabric)
+    if not background:
+        return loc
+    batches = [b for j in background for b in network_batches(j.job, j.gpu_of_rank)]
+    return loc.with_busy(*busy_uplinks(fabric, batches, seed=seed, cache=cache))
+
+
+def free_of_background(fabric, background: list | None,
+                       free_servers: list[int] | None) -> list[int] | None:
+    """The free servers minus every server a background job holds a GPU of."""
+    if not background:
+        return free_servers
+    gps = int(fabric.gpus_per_server)
+    held = {int(g) // gps for j in background for g in j.gpu_of_rank.tolist()}
+    free = range(len(fabric.servers)) if free_servers is None else free_servers
+    return [s for s in free if s not in held]
+
+
 def compare_strategies(fabric, job, free_servers: list[int] | None = None, seed: int = 0,
                        hardware=None, calibration=None, search_iterations: int = 4000,
-                       strategies: tuple[str, ...] = STRATEGIES) -> dict[str, Placement]:
-    """Every strategy's placement with its cross-ToR/pod bytes and predicted iteration time."""
-    score = iteration_scorer(fabric, job, hardware, calibration, seed=seed)
-    loc = GpuLocality.from_fabric(fabric)
-    return {s: place(fabric, job, s, free_servers, rng=np.random.default_rng(seed),
+                       strategies: tuple[str, ...] = STRATEGIES,
+                       background: list | None = None) -> dict[str, Placement]:
+    """Every strategy's placement with its cross-ToR/pod bytes and predicted iteration time;
+    with ``background`` jobs on the fabric, on the servers they leave free, scored with their
+    traffic sharing the fabric, and ``topo`` steering clear of their busy uplinks."""
+    score = iteration_scorer(fabric, job, hardware, calibration, seed=seed,
+                             background=background)
+    loc = background_locality(fabric, background, seed)
+    free = free_of_background(fabric, background, free_servers)
+    return {s: place(fabric, job, s, free, rng=np.random.default_rng(seed),
                      search_iterations=search_iterations, loc=loc, score=score)
             for s in strategies}
 
@@ -445,7 +541,16 @@ def verdict(results: dict[str, Placement]) -> str:
             and math.isclose(t.cross_pod_bytes, lin.cross_pod_bytes, rel_tol=1e-9))
     times = t.iteration_s is not None and lin.iteration_s is not None
     change = (lin.iteration_s / t.iteration_s - 1) if times else 0.0
-    if same:
+    packed = t.extra.get("candidates", {}).get("packed")
+    if same and abs(change) >= SCORE_RTOL:
+        out = (f"topo vs linear: the same {lin.cross_tor_bytes / gb:.1f} GB cross-ToR per "
+               "iteration, on other servers (uplinks the background leaves free)")
+    elif same and packed is not None and packed["cross_tor_bytes"] < lin.cross_tor_bytes * (1 - 1e-9):
+        out = (f"topo gives no gain over linear: the layouts with fewer cross-ToR bytes are not "
+               f"predicted faster (packed: {packed['cross_tor_bytes'] / gb:.1f} GB cross-ToR, "
+               f"{packed['score']:.4f} s; scheduler's order: {lin.cross_tor_bytes / gb:.1f} GB), "
+               "so the scheduler's order stays")
+    elif same:
         out = (f"topo gives no gain over linear: the scheduler's order is already ToR-aligned "
                f"here (both {lin.cross_tor_bytes / gb:.1f} GB cross-ToR, "
                f"{lin.cross_pod_bytes / gb:.1f} GB cross-pod per iteration)")
@@ -465,6 +570,36 @@ def verdict(results: dict[str, Placement]) -> str:
         out += (f"; random: {rnd.cross_tor_bytes / gb:.1f} GB cross-ToR, "
                 f"{rnd.iteration_s:.4f} s")
     return out
+
+
+def tor_oversubscription(fabric) -> float:
+    """Host capacity under a ToR over its uplink capacity (1.0 = non-blocking), the worst ToR."""
+    w = fabric.wiring
+    cap = np.asarray(fabric.link_capacity_bps, np.float64)
+    down = np.bincount(w.nic_tor, weights=cap[w.nic_up_link], minlength=len(w.tor_pod))
+    up = cap[w.tor_up].sum(axis=1)
+    return float(np.max(down / np.maximum(up, 1.0)))
+
+
+def load_context(fabric, job, gpu_of_rank: np.ndarray, background: list | None = None,
+                 seed: int = 0) -> str:
+    """Under which load a placement verdict holds: the fabric's ToR oversubscription and how
+    busy the job's traffic (at ``gpu_of_rank``, with the background's) keeps the busiest ToR
+    uplinks, from one max-min allocation of all of it."""
+    from tuner.background import busy_uplinks, network_batches
+
+    batches = network_batches(job, gpu_of_rank)
+    own = busy_uplinks(fabric, batches, seed=seed)[0]
+    text = (f"load: ToR host:uplink capacity {tor_oversubscription(fabric):g}:1; the job's "
+            f"traffic in the scheduler's order keeps the busiest ToR's uplinks {own.max():.0%} "
+            "busy on average")
+    if background:
+        bg = [b for j in background for b in network_batches(j.job, j.gpu_of_rank)]
+        both = busy_uplinks(fabric, batches + bg, seed=seed)[0]
+        alone = busy_uplinks(fabric, bg, seed=seed)[0]
+        text += (f"; {len(background)} background job(s) keep {np.mean(alone > 0.5):.0%} of "
+                 f"the ToRs' uplinks over half busy, the busiest {both.max():.0%} with the job")
+    return text
 
 
 def read_free_servers(path, fabric) -> list[int]:

@@ -44,6 +44,7 @@ class RecommendOptions:
     workers: int = 2
     place_iterations: int = 3000
     adaptive_retrans: bool = False
+    background: list = field(default_factory=list)  # tuner.background.BackgroundJob s
 
 
 @dataclass
@@ -139,14 +140,17 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     places = placement.compare_strategies(fabric, job, opts.free_servers, seed=opts.seed,
                                           calibration=opts.calibration,
                                           search_iterations=opts.place_iterations,
-                                          strategies=("topo", "linear"))
+                                          strategies=("topo", "linear"),
+                                          background=opts.background)
     topo, linear = places["topo"], places["linear"]
-    place_verdict = placement.verdict(places)
+    place_verdict = placement.verdict(places) + "; " + placement.load_context(
+        fabric, job, linear.gpu_of_rank, opts.background, opts.seed)
     settings.append(Setting(
         "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
         "local search; kept the candidate with the best simulated iteration time "
-        f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes)", place_verdict))
+        f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes), never one "
+        "predicted slower than the scheduler's order", place_verdict))
 
     say("QPs per connection", 0.2)
     candidates = (1, 2, 4, 8)
@@ -242,10 +246,12 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
 
     say("iteration time", 0.95)
     base_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration, qps=1,
-                                            seed=opts.seed)
+                                            seed=opts.seed, background=opts.background)
     rec_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration,
-                                           qps=qp.qps, seed=opts.seed)
+                                           qps=qp.qps, seed=opts.seed,
+                                           background=opts.background)
     t_def, t_rec = base_score(linear.gpu_of_rank), rec_score(topo.gpu_of_rank)
+    t_rec = _never_worse_qps(settings, env, qp.qps, t_rec, base_score(topo.gpu_of_rank))
     summary = {
         "fabric": fabric.name, "job": f"{job.model_config().name} tp={job.tp} cp={job.cp} "
         f"ep={job.ep} pp={job.pp} dp={job.dp} ({job.world} GPUs) on {job.gpu}",
@@ -258,10 +264,11 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "CC result": _cc_summary(cc),
     }
     notes = [
-        "Iteration times come from netsim.workload.predict with the flow engine's ECMP "
-        "collision slowdown on every network collective (the first max-min allocation of all "
-        "groups of a kind running at once, against a non-blocking fabric); DCQCN dynamics, the retransmit "
-        "setting and the tuner CSV are reported on their own rows (their own simulators).",
+        "Iteration times come from netsim.workload.predict on the flow engine (every "
+        "collective of a kind, all groups at once, sharing the fabric under max-min, as "
+        "netsim predict does), with the background jobs' traffic when given; DCQCN dynamics, "
+        "the retransmit setting and the tuner CSV are reported on their own rows (their own "
+        "simulators).",
         f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
         "restart of 600 s in the expected stall (assumption).",
         f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC hot spot "
@@ -287,6 +294,22 @@ def _dominant(job, gpu_of_rank, fabric) -> str:
     from tuner.traffic_report import dominant_summary
 
     return dominant_summary(job, np.asarray(gpu_of_rank), fabric)
+
+
+def _never_worse_qps(settings: list, env: dict, qps: int, t_qps: float, t_one: float) -> float:
+    """Keep 1 QP when the iteration predicted with ``qps`` QPs is slower than with 1 (the QP
+    search ranks collision slowdowns; the iteration time is what the user gets)."""
+    if qps == 1 or t_qps <= t_one:
+        return t_qps
+    env["NCCL_IB_QPS_PER_CONNECTION"] = "1"
+    import dataclasses
+
+    for i, st in enumerate(settings):
+        if st.name == "NCCL_IB_QPS_PER_CONNECTION":
+            settings[i] = dataclasses.replace(
+                st, recommended=1, reason=st.reason + f"; kept 1: the predicted iteration with "
+                f"{qps} QPs ({t_qps:.4f} s) is slower than with 1 ({t_one:.4f} s)")
+    return t_one
 
 
 def _rt_json(r) -> dict:

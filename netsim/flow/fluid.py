@@ -45,6 +45,10 @@ class FluidProblem:
         Fixed latency added at the end of each phase.
     chain_start_ps : np.ndarray[int]
         Release time of each chain's first phase.
+    persistent : np.ndarray[bool], optional
+        Commodities that never finish (another job's traffic sharing the fabric): they take
+        their share from the release of their phase on, their ``size_bits`` is ignored, and the
+        run ends when every other commodity is done. Their phases and chains never end.
     """
 
     inc: Incidence
@@ -54,6 +58,7 @@ class FluidProblem:
     phase_chain: np.ndarray
     phase_latency_ps: np.ndarray
     chain_start_ps: np.ndarray
+    persistent: np.ndarray | None = None
 
 
 @dataclass
@@ -110,6 +115,8 @@ def run_fluid(p: FluidProblem, model: SharingModel, max_events: int = 1_000_000)
     phase_end = np.full(nph, _NEVER, np.int64)
     chain_end = np.full(nch, _NEVER, np.int64)
     rem = np.asarray(p.size_bits, np.float64).copy()
+    forever = np.zeros(nc, bool) if p.persistent is None else np.asarray(p.persistent, bool)
+    rem[forever] = np.inf
     done_ps = np.full(nc, _NEVER, np.int64)
     first_rate = np.full(nc, np.nan)
     started = np.zeros(nph, bool)
@@ -131,7 +138,7 @@ def run_fluid(p: FluidProblem, model: SharingModel, max_events: int = 1_000_000)
             due = np.flatnonzero(~started & (release <= t))
         pending = release[~started]
         t_rel = int(pending.min()) if len(pending) else _NEVER
-        if not live.any():
+        if not (live & ~forever).any():
             if t_rel == _NEVER:
                 break
             t = t_rel
@@ -142,7 +149,7 @@ def run_fluid(p: FluidProblem, model: SharingModel, max_events: int = 1_000_000)
         first_rate[fresh] = rate[fresh]
         with np.errstate(divide="ignore", invalid="ignore"):
             dt = np.where(live & (rate > 0), np.ceil(rem * PS_PER_S / rate), np.inf)
-        if not np.isfinite(dt[live]).any() and t_rel == _NEVER:
+        if not np.isfinite(dt[live & ~forever]).any() and t_rel == _NEVER:
             raise ValueError("some flows can never finish: their paths have no capacity "
                              "(all links failed?)")
         t_done = t + int(np.min(dt[live])) if np.isfinite(dt[live]).any() else _NEVER

@@ -121,6 +121,10 @@ class FlowCommModel:
         self.runs = 0
         """Flow-engine runs made (fluid runs and steady allocations)."""
 
+    drop_dominated = True
+    """Drop links another link's constraint implies (a subclass that adds other traffic to the
+    batches turns this off and drops them after merging; ``tuner.background``)."""
+
     # -----------------------------------------------------------------------------------------
     def batch_s(self, batch: CommBatch, loc: Locality) -> np.ndarray:
         """Time of every call of ``batch``, seconds (input order)."""
@@ -256,7 +260,8 @@ class FlowCommModel:
             np.cumsum(np.bincount(cat["flow"], minlength=ncomm), out=indptr[1:])
             inc = Incidence.from_csr(indptr, cat["link"], self.fabric.num_links, cat["weight"])
         capacity = np.asarray(self.fabric.link_capacity_bps, np.float64)
-        inc = _drop_dominated(inc, capacity)
+        if self.drop_dominated:
+            inc = _drop_dominated(inc, capacity)
         return _Built(inc=inc, capacity_bps=capacity,
                       bits_per_byte=cat["bits"], com_call=cat["com_call"], phase=cat["phase"],
                       phase_chain=cat["ph_call"].astype(np.int64),

@@ -62,6 +62,17 @@ def small_clos():
 
 
 @pytest.fixture(scope="session")
+def small_clos_2to1():
+    """``small_clos`` with 2:1 oversubscribed ToRs (8 hosts, 4 uplinks of 200G each)."""
+    from topologies import clos3
+    from topologies.builders import Clos3Spec
+
+    return clos3(Clos3Spec(name="small-clos-2to1", servers=64, switch_radix=12,
+                           port_speed_gbps=200, nic_speed_gbps=200, tor_downlink_split=1,
+                           servers_per_tor_group=8, tor_down_up=(2, 1)))
+
+
+@pytest.fixture(scope="session")
 def small_job():
     from netsim.workload import JobSpec
 

@@ -16,19 +16,36 @@ def compared(small_clos, small_job, striped_free):
                               search_iterations=1500)
 
 
-def test_topo_beats_linear_beats_random(compared) -> None:
+def test_topo_never_slower_than_linear_and_fewer_cross_tor_bytes(compared) -> None:
+    # small_clos is 1:1: the striped scheduler order costs no time at dp 8 (each ToR carries
+    # two NICs' worth up), so topo may keep its time; it still moves fewer bytes across ToRs
     t = {k: p.iteration_s for k, p in compared.items()}
-    assert t["topo"] <= t["linear"] <= t["random"]
+    assert t["topo"] <= t["linear"] < t["random"]
     assert compared["topo"].cross_tor_bytes < compared["linear"].cross_tor_bytes
-    # it matters here: the orderings are strict, not three equal times
+
+
+@pytest.fixture(scope="module")
+def compared_2to1(small_clos_2to1, striped_free):
+    from netsim.workload import JobSpec
+
+    job = JobSpec(model="gpt3-13b", tp=8, pp=2, dp=16, global_batch=128)
+    return compare_strategies(small_clos_2to1, job, striped_free, seed=0,
+                              search_iterations=1500)
+
+
+def test_topo_beats_linear_beats_random(compared_2to1) -> None:
+    # 2:1 above the ToRs and 32 of the 40 striped servers: the scheduler's order sends every
+    # DP ring across saturated uplinks, topo keeps them under one ToR set
+    t = {k: p.iteration_s for k, p in compared_2to1.items()}
     assert t["topo"] < t["linear"] < t["random"]
+    assert compared_2to1["topo"].cross_tor_bytes < compared_2to1["linear"].cross_tor_bytes
 
 
-def test_verdict_reports_the_gain(compared) -> None:
+def test_verdict_reports_the_gain(compared_2to1) -> None:
     from tuner.placement import verdict
 
-    text = verdict(compared)
-    t, lin = compared["topo"], compared["linear"]
+    text = verdict(compared_2to1)
+    t, lin = compared_2to1["topo"], compared_2to1["linear"]
     assert f"{lin.cross_tor_bytes / 1e9:.1f} -> {t.cross_tor_bytes / 1e9:.1f} GB" in text
     assert f"{lin.iteration_s / t.iteration_s - 1:+.2%} throughput" in text
 

@@ -36,6 +36,7 @@ SUBCOMMANDS = (
     "recommend",
     "probe",
     "sweep",
+    "cluster",
 )
 
 

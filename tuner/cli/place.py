@@ -35,6 +35,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=4000, help="local-search swap proposals")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
     p.add_argument("-o", "--output", type=Path, default=None, help="placement.json to write")
+    p.add_argument("--background", default=None, type=Path,
+                   help="RUNNING.yaml: jobs already on the fabric (their servers are taken, "
+                   "their traffic shares it, topo avoids their busy uplinks)")
     add_json_flag(p)
     return p
 
@@ -57,9 +60,12 @@ def run(args: argparse.Namespace) -> int:
     fabric = load_fabric(args.fabric)
     job = job_from_args(args)
     free = read_free_servers(args.free, fabric) if args.free else None
+    from tuner.cli._background import load as load_background
+
+    background = load_background(args, fabric)
     results = compare_strategies(fabric, job, free, seed=args.seed,
                                  calibration=load_calibration(args.calibration),
-                                 search_iterations=args.iterations)
+                                 search_iterations=args.iterations, background=background)
     chosen = results[args.strategy]
     if args.output:
         write_placement(args.output, chosen.ranks(fabric),
@@ -69,6 +75,12 @@ def run(args: argparse.Namespace) -> int:
            "output": str(args.output) if args.output else None,
            "strategies": {k: v.to_json() for k, v in results.items()},
            "verdict": verdict(results)}
+    from tuner.placement import load_context
+
+    doc["verdict"] += "; " + load_context(fabric, job, results["linear"].gpu_of_rank,
+                                          background, args.seed)
+    if background:
+        doc["background"] = [b.name for b in background]
     if args.json:
         print_json(doc)
         return 0

@@ -71,6 +71,9 @@ def register(sub) -> argparse.ArgumentParser:
     from tuner.jobs import add_modern_arguments
 
     add_modern_arguments(p)
+    p.add_argument("--background", default=None,
+                   help="RUNNING.yaml: jobs already on the fabric, whose traffic shares it "
+                   "(flow engine; output gains 'background' rows)")
     add_json_flag(p)
     return p
 
@@ -161,16 +164,29 @@ def run(args: argparse.Namespace) -> int:
         overrides = calibration.comm_model(hw).overrides if calibration else None
         comm_model = FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
                                    progress=bar.set_description)
-    pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                   comm_model=comm_model, progress=say)
+    shared = None
+    if getattr(args, "background", None):
+        from tuner.cli._background import shared_prediction
+
+        shared = shared_prediction(args, job, fabric, hw, calibration, placement, comm, bar)
+        pred = shared.prediction
+    else:
+        pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
+                       comm_model=comm_model, progress=say)
     bar.close()
     if args.json:
         out = pred.to_json()
+        if shared is not None:
+            out["background"] = shared.background
         out["fabric"] = fabric.name if fabric is not None else None
         out["comm_model"] = comm
         print_json(out)
         return 0
     _print_human(pred, fabric, comm)
+    if shared is not None:
+        from tuner.cli._background import print_background
+
+        print_background(shared.background)
     return 0
 
 

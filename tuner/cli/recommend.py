@@ -38,6 +38,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=16,
                    help="packet-engine evaluations of the congestion-control search")
     p.add_argument("--free", default=None, type=Path, help="free servers file (see netsim place)")
+    p.add_argument("--background", default=None, type=Path,
+                   help="RUNNING.yaml: jobs already on the fabric (their servers are taken, "
+                   "their traffic shares it, topo avoids their busy uplinks)")
     p.add_argument("--scheduler", default=None,
                    help="Dask scheduler address for the CC evaluations (default: local processes)")
     p.add_argument("--workers", type=int, default=2, help="local worker processes")
@@ -92,6 +95,10 @@ def run(args: argparse.Namespace) -> int:
         free_servers=read_free_servers(args.free, fabric) if args.free else None,
         seed=args.seed, scheduler=args.scheduler, workers=args.workers,
         adaptive_retrans=args.adaptive_retrans)
+    if args.background:
+        from tuner.cli._background import load as load_background
+
+        opts.background = load_background(args, fabric)
     step, close = _progress_reporter(sys.stderr)
     try:
         rec = recommend(fabric, job, opts, progress=step)

@@ -1,0 +1,425 @@
+"""Jobs already running on the fabric: their traffic shares it with the job being predicted.
+
+``RUNNING.yaml`` lists the jobs on the fabric, each a job spec and its GPUs::
+
+    jobs:
+      - {name: a, job: tiny, gpus: "0-63"}     # positions; ranges allowed
+      - {name: b, job: {model: gpt3-1.3b, tp: 8, pp: 2, dp: 4, global_batch: 64},
+         placement: b.txt}
+
+``job`` is an inline mapping of ``JobSpec`` keys, a job file (relative to the YAML file) or a
+packaged name (``tuner.jobs``). ``gpus`` are GPU positions or names (a list, or a string of
+comma-separated positions and ``a-b`` ranges), rank r on the r-th; ``placement`` is a file:
+``placement.json`` as ``netsim recommend``/``place`` write it, or GPU positions separated by
+whitespace. No GPU may belong to two jobs.
+
+The model (``SharedFabricCommModel``): every network collective a background job runs (its DP
+rings of all stages, one round of its pipeline sends, TP groups that span servers) is a
+*persistent* commodity of the flow engine, sending for as long as the new job's collective
+lasts. Each batch the new job's prediction prices runs in one flow-engine run together with
+these commodities, under the same max-min sharing. That is the worst case of overlap: a
+background job's collectives are in flight whenever the new job's are (a job that spends most
+of its iteration computing interferes less). With no background job the prediction is the
+plain one, exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
+
+
+@dataclass(frozen=True)
+class BackgroundJob:
+    """A job already on the fabric: its spec and the GPU position of every rank."""
+
+    name: str
+    job: object
+    gpu_of_rank: np.ndarray
+
+
+# ------------------------------------------------------------------------------ file input
+
+def parse_gpus(spec, fabric, where: str) -> np.ndarray:
+    """GPU positions from a list of positions/names or a string ``"0-63,128-191"``."""
+    names = {g: i for i, g in enumerate(fabric.gpus)}
+    items = spec.replace(",", " ").split() if isinstance(spec, str) else spec
+    if not isinstance(items, list) or not items:
+        raise ValueError(f"{where}.gpus: expected positions, names or ranges such as \"0-63\"")
+    out: list[int] = []
+    for item in items:
+        text = str(item).strip()
+        if text in names:
+            out.append(names[text])
+        elif "-" in text and all(p.isdigit() for p in text.split("-", 1)):
+            a, b = (int(p) for p in text.split("-", 1))
+            if b < a:
+                raise ValueError(f"{where}.gpus: range {text!r} runs backwards")
+            out += range(a, b + 1)
+        elif text.isdigit():
+            out.append(int(text))
+        else:
+            raise ValueError(f"{where}.gpus: {text!r} is neither a GPU position nor a GPU name "
+                             f"of fabric {fabric.name!r}")
+    arr = np.asarray(out, dtype=np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= len(fabric.gpus)):
+        raise ValueError(f"{where}.gpus: position outside 0..{len(fabric.gpus) - 1}")
+    return arr
+
+
+def read_placement_file(path, fabric) -> np.ndarray:
+    """Rank -> GPU position from ``placement.json`` (``ranks[].gpu`` names) or integers."""
+    text = Path(path).read_text()
+    if text.lstrip().startswith("{"):
+        doc = json.loads(text)
+        ranks = doc.get("ranks") if isinstance(doc, dict) else None
+        if not isinstance(ranks, list):
+            raise ValueError(f"placement {path}: a JSON placement needs a 'ranks' list "
+                             "(netsim-placement/1, as netsim recommend writes it)")
+        names = {g: i for i, g in enumerate(fabric.gpus)}
+        rows = sorted(ranks, key=lambda r: int(r["rank"]))
+        try:
+            return np.asarray([names[r["gpu"]] for r in rows], dtype=np.int64)
+        except KeyError as exc:
+            raise ValueError(f"placement {path}: GPU {exc.args[0]!r} is not on fabric "
+                             f"{fabric.name!r}") from None
+    try:
+        return np.asarray([int(t) for t in text.split()], dtype=np.int64)
+    except ValueError:
+        raise ValueError(f"placement {path}: expected GPU positions (integers) or a "
+                         "placement.json") from None
+
+
+def _job_spec(entry, base: Path, where: str):
+    from netsim.workload import JobSpec
+    from tuner.jobs import read_job_dict
+
+    spec = entry.get("job")
+    if isinstance(spec, dict):
+        return JobSpec.from_dict(spec)
+    if isinstance(spec, str):
+        rel = base / spec
+        return JobSpec.from_dict(read_job_dict(str(rel) if rel.is_file() else spec))
+    raise ValueError(f"{where}.job: give a mapping of job keys, a job file or a packaged name")
+
+
+def load_background(path, fabric) -> list[BackgroundJob]:
+    """Read ``RUNNING.yaml`` (see the module docstring); refuse overlapping GPUs."""
+    import yaml
+
+    path = Path(path)
+    doc = yaml.safe_load(path.read_text()) or {}
+    jobs = doc.get("jobs", []) if isinstance(doc, dict) else None
+    if not isinstance(jobs, list):
+        raise ValueError(f"--background {path}: expected a mapping with a 'jobs' list")
+    out = []
+    for i, entry in enumerate(jobs):
+        where = f"--background {path}: jobs[{i}]"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: expected a mapping with name, job and gpus or placement")
+        unknown = sorted(set(entry) - {"name", "job", "gpus", "placement"})
+        if unknown:
+            raise ValueError(f"{where}: unknown key(s) {unknown}; known: name, job, gpus, "
+                             "placement")
+        name = str(entry.get("name", f"job{i}"))
+        job = _job_spec(entry, path.parent, where)
+        if ("gpus" in entry) == ("placement" in entry):
+            raise ValueError(f"{where} ({name}): give exactly one of gpus or placement")
+        if "gpus" in entry:
+            gpus = parse_gpus(entry["gpus"], fabric, where)
+        else:
+            gpus = read_placement_file(path.parent / str(entry["placement"]), fabric)
+        if gpus.size != job.world:
+            raise ValueError(f"{where} ({name}): {gpus.size} GPUs for a job of {job.world} "
+                             "ranks (tp x pp x dp)")
+        out.append(BackgroundJob(name, job, gpus))
+    check_disjoint(out)
+    return out
+
+
+def check_disjoint(jobs: list[BackgroundJob], new_gpus=None, new_name: str = "the new job"):
+    """Refuse two jobs on one GPU (naming both jobs and the GPU)."""
+    owner: dict[int, str] = {}
+    listed = [(b.name, b.gpu_of_rank) for b in jobs]
+    if new_gpus is not None:
+        listed.append((new_name, np.asarray(new_gpus, dtype=np.int64)))
+    for name, gpus in listed:
+        if np.unique(gpus).size != gpus.size:
+            raise ValueError(f"background job {name!r} lists a GPU twice")
+        for g in gpus.tolist():
+            if g in owner:
+                raise ValueError(f"GPU {g} is used by both {owner[g]!r} and {name!r}: jobs "
+                                 "on one fabric must not share GPUs")
+            owner[g] = name
+
+
+# ------------------------------------------------------------------------------ traffic
+
+def network_batches(job, gpu_of_rank) -> list:
+    """The collectives of ``job`` that keep its network busy, as ``CommBatch`` es: the DP
+    rings of every stage, one round of pipeline sends (a rank runs one exchange at a time),
+    and TP groups (those that span servers carry network traffic)."""
+    from netsim.workload.comm import CommBatch
+    from netsim.workload.job import rank_grid
+
+    grid = rank_grid(job, gpu_of_rank)
+    p = job.pp
+    out = []
+    if job.dp > 1:
+        op = "reduce_scatter" if job.distributed_optimizer else "all_reduce"
+        out.append(CommBatch(op, "dp", np.concatenate([grid[q].T for q in range(p)]), 1 << 30))
+    if p > 1:
+        pairs = np.concatenate([np.stack([grid[q].ravel(), grid[q + 1].ravel()], axis=1)
+                                for q in range(p - 1)])
+        out.append(CommBatch("send", "pp", pairs[_rounds(pairs)[0]], 1 << 30))
+    if job.tp > 1:
+        out.append(CommBatch("all_reduce", "tp",
+                             np.concatenate([grid[q].reshape(job.dp, job.tp) for q in range(p)]),
+                             1 << 30))
+    return out
+
+
+@dataclass
+class _Merged:
+    inc: object
+    own: int          # the batch's commodities come first
+    persistent: np.ndarray
+
+
+class SharedFabricCommModel(FlowCommModel):
+    """``FlowCommModel`` whose every flow-engine run also carries background traffic.
+
+    ``background`` is a list of ``CommBatch`` (``network_batches`` of the jobs already on the
+    fabric); their connections are built exactly as the new job's are (same plans, QP numbers
+    and ECMP paths) and join each run as persistent commodities (module docstring).
+    """
+
+    drop_dominated = False  # a link another implies for the batch alone may carry background
+
+    def __init__(self, fabric, hw, background: list, cache: dict | None = None,
+                 **kwargs) -> None:
+        super().__init__(fabric, hw, **kwargs)
+        self.background = list(background)
+        if cache is not None:  # plans and builds shared by models of one fabric, hw and seed
+            self._plans = cache.setdefault("plans", {})
+            self._built = cache.setdefault("built", {})
+            self._paths = cache.get("paths")
+            self._cache = cache
+        self._bg = None
+        self._merged: dict[int, _Merged] = {}
+        self._shared_rate: dict[int, np.ndarray] = {}
+
+    def _fabric_paths(self):
+        paths = super()._fabric_paths()
+        if getattr(self, "_cache", None) is not None:
+            self._cache["paths"] = paths
+        return paths
+
+    def _background_inc(self):
+        """One incidence of every background commodity (built once)."""
+        from netsim.workload.comm import fabric_locality, group_scopes
+
+        if self._bg is None:
+            loc = fabric_locality(self.fabric)
+            parts = []
+            for b in self.background:
+                groups = np.atleast_2d(np.asarray(b.groups, dtype=np.int64))
+                groups = groups[group_scopes(groups, loc) > 0]
+                if len(groups):
+                    parts.append(self._build(OPS[b.op], groups,
+                                             np.full(len(groups), float(b.size_bytes))).inc)
+            self._bg = parts
+        return self._bg
+
+    def _merge(self, built) -> _Merged:
+        """The batch's commodities first, then the background commodities connected to them
+        through shared links (max-min splits over connected components, so the others cannot
+        change the batch's rates: leaving them out is exact and saves time)."""
+        from netsim.flow.maxmin import Incidence
+
+        key = id(built)
+        if key not in self._merged:
+            own = built.inc
+            flow, link, weight, count = _connected(own, self._background_inc())
+            n = own.num_flows + (int(flow.max()) + 1 if flow.size else 0)
+            merged = Incidence._build(own.num_links, n,
+                                      np.r_[own.e_flow, flow + own.num_flows],
+                                      np.r_[own.e_link, link], np.r_[own.e_weight, weight],
+                                      np.r_[own.e_count, count])
+            persistent = np.arange(n) >= own.num_flows
+            self._merged[key] = _Merged(merged, own.num_flows, persistent)
+        return self._merged[key]
+
+    def _steady(self, built, sizes: np.ndarray) -> np.ndarray:
+        """Latency + bytes at the max-min rate of the call's slowest commodity, with the
+        background's commodities in the same allocation."""
+        key = id(built)
+        if key not in self._shared_rate:
+            m = self._merge(built)
+            self.runs += 1
+            self._shared_rate[key] = self.sharing.rates(m.inc, built.capacity_bps)[:m.own]
+        rate = self._shared_rate[key]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s_per_byte = np.where(rate > 0, built.bits_per_byte / rate, np.inf)
+        slowest = np.zeros(built.num_calls)
+        np.maximum.at(slowest, built.com_call, s_per_byte)
+        return built.latency_s + sizes * slowest
+
+    def _run_fluid(self, built, sizes: np.ndarray) -> np.ndarray:
+        from netsim.flow.fluid import FluidProblem, run_fluid
+        from topologies.units import PS_PER_S
+
+        m = self._merge(built)
+        self.runs += 1
+        nbg = m.inc.num_flows - m.own
+        bg_phase = len(built.phase_chain)  # one phase, one chain for all background traffic
+        problem = FluidProblem(
+            inc=m.inc, capacity_bps=built.capacity_bps,
+            size_bits=np.r_[built.bits_per_byte * sizes[built.com_call], np.zeros(nbg)],
+            phase=np.r_[built.phase, np.full(nbg, bg_phase)],
+            phase_chain=np.r_[built.phase_chain, built.num_calls].astype(np.int64),
+            phase_latency_ps=np.r_[built.phase_latency_ps, 0].astype(np.int64),
+            chain_start_ps=np.zeros(built.num_calls + 1, np.int64),
+            persistent=m.persistent)
+        res = run_fluid(problem, self.sharing)
+        return np.asarray(res.chain_end_ps[:built.num_calls], np.float64) / PS_PER_S
+
+
+def _connected(own, parts: list):
+    """Entries (flow renumbered from 0, link, weight, count) of the background commodities
+    in ``parts`` that reach ``own``'s links through a chain of shared links."""
+    if not parts:
+        e = np.empty(0, np.int64)
+        return e, e, np.empty(0), np.empty(0)
+    off = np.cumsum([0] + [p.num_flows for p in parts])
+    flow = np.concatenate([p.e_flow + o for p, o in zip(parts, off, strict=False)])
+    link = np.concatenate([p.e_link for p in parts])
+    weight = np.concatenate([p.e_weight for p in parts])
+    count = np.concatenate([p.e_count for p in parts])
+    on_link = np.zeros(own.num_links, bool)
+    on_link[own.e_link] = True
+    reached = np.zeros(int(off[-1]), bool)
+    while True:
+        hit = np.zeros_like(reached)
+        hit[flow[on_link[link]]] = True
+        if not (hit & ~reached).any():
+            break
+        reached |= hit
+        on_link[link[reached[flow]]] = True
+    keep = reached[flow]
+    renumber = np.cumsum(reached) - 1
+    return renumber[flow[keep]], link[keep], weight[keep], count[keep]
+
+
+# ------------------------------------------------------------------------------ prediction
+
+@dataclass
+class SharedPrediction:
+    """The new job's prediction on a shared fabric and what it does to the background."""
+
+    prediction: object
+    background: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        out = self.prediction.to_json()
+        out["background"] = self.background
+        return out
+
+
+def comm_model(fabric, hw, background_batches: list, seed: int = 0, overrides=None,
+               progress=None, cache: dict | None = None) -> FlowCommModel:
+    """The flow comm model of a job sharing the fabric with ``background_batches`` (the
+    plain ``FlowCommModel`` when there are none: the prediction is then exactly the plain
+    one)."""
+    if not background_batches:
+        return FlowCommModel(fabric, hw, seed=seed, overrides=overrides, progress=progress)
+    return SharedFabricCommModel(fabric, hw, background_batches, cache=cache, seed=seed,
+                                 overrides=overrides, progress=progress)
+
+
+def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=None,
+                   calibration=None, seed: int = 0, progress=None,
+                   background_effect: bool = True, cache: dict | None = None) -> SharedPrediction:
+    """Predict ``job`` at ``placement`` with ``background`` on the fabric; with
+    ``background_effect``, also each background job's iteration alone and shared (with the
+    new job and the other background jobs as its background). ``cache``: a dict kept across
+    calls on one fabric, hardware and seed (a replay) to reuse the jobs' connection builds."""
+    from netsim.hardware import get_hardware
+    from netsim.workload import predict
+
+    gpus = np.arange(job.world) if placement is None else np.asarray(placement, np.int64)
+    check_disjoint(background, gpus)
+    overrides = calibration.comm_model(hw).overrides if calibration else None
+    traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
+    cm = comm_model(fabric, hw, [x for v in traffic.values() for x in v], seed, overrides,
+                    progress, cache)
+    pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
+                   comm_model=cm)
+    out = SharedPrediction(pred)
+    if not background_effect:
+        return out
+    mine = network_batches(job, gpus)
+    for b in background:
+        bhw = get_hardware(b.job.gpu)
+        alone = predict(b.job, fabric, bhw, placement=b.gpu_of_rank,
+                        comm_model=FlowCommModel(fabric, bhw, seed=seed)).iteration_s
+        others = mine + [x for k, v in traffic.items() if k != b.name for x in v]
+        shared = predict(b.job, fabric, bhw, placement=b.gpu_of_rank,
+                         comm_model=comm_model(fabric, bhw, others, seed)).iteration_s
+        out.background.append({"name": b.name, "iteration_s_alone": alone,
+                               "iteration_s_shared": shared, "slowdown": shared / alone})
+    return out
+
+
+# ------------------------------------------------------------------------------ busy uplinks
+
+def busy_uplinks(fabric, batches: list, hw=None, seed: int = 0,
+                 cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """How busy the background keeps each ToR's uplinks and each pod's core links.
+
+    All background commodities share the fabric in one max-min allocation (persistent, as in
+    ``SharedFabricCommModel``); a link's utilisation is the load on it over its capacity. A
+    ToR's figure is the mean utilisation of its up- and downlinks to the aggs (the larger of
+    the two directions), a pod's that of its aggs' links to the cores. Returns
+    ``(tor_busy, pod_busy)``, indexed by ToR and pod ordinal, in [0, 1].
+    """
+    from netsim.flow import link_load
+    from netsim.hardware import get_hardware
+
+    w = fabric.wiring
+    tors, pods = len(w.tor_pod), w.pods
+    if not batches:
+        return np.zeros(tors), np.zeros(pods)
+    model = SharedFabricCommModel(fabric, hw or get_hardware("a100"), batches, cache=cache,
+                                  seed=seed)
+    parts = model._background_inc()
+    if not parts:
+        return np.zeros(tors), np.zeros(pods)
+    from netsim.flow.maxmin import Incidence
+
+    off = np.cumsum([0] + [p.num_flows for p in parts])
+    inc = Incidence._build(fabric.num_links, int(off[-1]),
+                           *(np.concatenate(x) for x in (
+                               [p.e_flow + o for p, o in zip(parts, off, strict=False)],
+                               [p.e_link for p in parts], [p.e_weight for p in parts],
+                               [p.e_count for p in parts])))
+    cap = np.asarray(fabric.link_capacity_bps, np.float64)
+    util = link_load(inc, model.sharing.rates(inc, cap)) / cap
+    up = util[w.tor_up].mean(axis=1)
+    down = np.zeros(tors)
+    for t in range(tors):
+        links = w.agg_down[:, w.tor_pos[t]]
+        links = links[(links >= 0) & (w.agg_pod == w.tor_pod[t])]
+        down[t] = util[links].mean() if links.size else 0.0
+    tor_busy = np.minimum(np.maximum(up, down), 1.0)
+    pod_busy = np.zeros(pods)
+    if w.agg_up.size and w.agg_up.shape[1]:
+        per_agg = util[w.agg_up].mean(axis=1)
+        pod_busy = np.minimum(np.bincount(w.agg_pod, weights=per_agg, minlength=pods)
+                              / np.maximum(np.bincount(w.agg_pod, minlength=pods), 1), 1.0)
+    return tor_busy, pod_busy

@@ -1,0 +1,39 @@
+"""``--background RUNNING.yaml`` of ``netsim predict``, ``place`` and ``recommend``."""
+
+from __future__ import annotations
+
+from tuner.cli._output import format_table
+
+
+def load(args, fabric):
+    """The background jobs of ``args.background`` (empty without the flag)."""
+    if not getattr(args, "background", None):
+        return []
+    if fabric is None:
+        raise ValueError("--background needs --fabric (the jobs share a fabric)")
+    from tuner.background import load_background
+
+    return load_background(args.background, fabric)
+
+
+def shared_prediction(args, job, fabric, hw, calibration, placement, comm: str, bar):
+    """``tuner.background.predict_shared`` for ``netsim predict --background``."""
+    from tuner.background import predict_shared
+
+    if comm != "flow":
+        raise ValueError("--background needs --comm flow: the jobs share the fabric in the "
+                         "flow engine")
+    background = load(args, fabric)
+    return predict_shared(job, fabric, hw, background, placement=placement,
+                          calibration=calibration, seed=args.seed,
+                          progress=bar.set_description)
+
+
+def print_background(rows: list[dict]) -> None:
+    """The background jobs' table (nothing when there are none)."""
+    if not rows:
+        return
+    print("background jobs:")
+    print(format_table(["name", "iteration_s_alone", "iteration_s_shared", "slowdown"],
+                       [[r["name"], r["iteration_s_alone"], r["iteration_s_shared"],
+                         r["slowdown"]] for r in rows], floatfmt=".4f"))
