@@ -142,8 +142,8 @@ def load_background(path, fabric) -> list[BackgroundJob]:
         else:
             gpus = read_placement_file(path.parent / entry.placement, fabric)
         if gpus.size != job.world:
-            raise ValueError(f"{where} ({name}): {gpus.size} GPUs for a job of {job.world} "
-                             "ranks (tp x pp x dp)")
+            raise ValueError(f"{where} ({name}): gpus/placement: {gpus.size} GPUs for a job "
+                             f"of {job.world} ranks (tp x pp x dp)")
         out.append(BackgroundJob(name, job, gpus))
     check_disjoint(out)
     return out

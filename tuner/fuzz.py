@@ -108,6 +108,51 @@ def _sweep_argv(path: str) -> list[str]:
     return ["sweep", path, "-o", out, "--workers", "0", "--no-progress"]
 
 
+def _running_bases() -> list[dict]:
+    """Entries of RUNNING.yaml (mutated, then wrapped as ``{jobs: [entry]}``)."""
+    return [{"name": "a", "job": "tiny", "gpus": "64-127"},
+            {"name": "b", "job": {"model": "tiny", "tp": 1, "pp": 1, "dp": 2}, "gpus": [0, 8]}]
+
+
+def _running_argv(path: str) -> list[str]:
+    return ["predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--background", path,
+            "--json"]
+
+
+def _trace_bases() -> list[dict]:
+    """Rows of a cluster job trace (mutated, then written as a one-row CSV)."""
+    return [{"name": "j0", "arrival_s": 0.0, "duration_s": 60.0, "gpus": 16},
+            {"name": "j1", "arrival_s": 5.0, "duration_s": 30.0, "model": "gpt3-1.3b",
+             "tp": 8, "pp": 1, "dp": 2}]
+
+
+def _trace_argv(path: str) -> list[str]:
+    return ["cluster", "simulate", "--fabric", "fat-tree-k8", "--trace", path,
+            "--policy", "linear", "--json"]
+
+
+def _csv_text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _csv_dump(data: Any) -> bytes:
+    import csv
+
+    if not isinstance(data, dict):
+        return _csv_text(data).encode()
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(list(data))
+    w.writerow([_csv_text(v) for v in data.values()])
+    return buf.getvalue().encode()
+
+
+def _trace_cell(key: str, value: Any) -> Any:
+    from tuner.cluster import _cell
+
+    return _cell(key, _csv_text(value))
+
+
 @dataclasses.dataclass(frozen=True)
 class Format:
     """A fuzzed input format: its valid starting points, its schema, the command reading it."""
@@ -117,6 +162,10 @@ class Format:
     argv: typing.Callable[[str], list[str]]
     suffixes: tuple[str, ...] = (".yaml", ".json")
     required: tuple[str, ...] = ("kind",)   # removing one of these must be refused
+    wrap: typing.Callable[[Any], Any] = lambda d: d       # mutated dict -> file content
+    dump: typing.Callable[[Any], bytes] | None = None     # file bytes (default YAML/JSON)
+    as_read: typing.Callable[[str, Any], Any] = lambda k, v: v  # a value as the reader sees it
+    extra_keys_ok: bool = False                           # unknown keys ignored by the reader
 
 
 def _fabric_schema(data: dict) -> type:
@@ -143,6 +192,18 @@ def _sweep_schema(data: dict) -> type:
     return SpecKeys
 
 
+def _running_schema(data: dict) -> type:
+    from tuner.background import RunningEntry
+
+    return RunningEntry
+
+
+def _trace_schema(data: dict) -> type:
+    from tuner.cluster import TraceRow
+
+    return TraceRow
+
+
 #: Every fuzzed format (``--formats``); the default run keeps fabric and job, as issue #16's.
 FORMATS: dict[str, Format] = {
     "fabric": Format(_fabric_bases, _fabric_schema, lambda p: ["topo", p, "--json"]),
@@ -150,9 +211,15 @@ FORMATS: dict[str, Format] = {
     "hf": Format(_hf_bases, _hf_schema, lambda p: ["predict", "--model", p, "--json"],
                  suffixes=(".json",), required=("num_hidden_layers", "hidden_size",
                                                 "num_attention_heads", "intermediate_size",
-                                                "vocab_size", "hidden_act")),
+                                                "vocab_size", "hidden_act"),
+                 extra_keys_ok=True),
     "sweep": Format(_sweep_bases, _sweep_schema, _sweep_argv,
                     required=("command", "grid", "list", "sample")),
+    "background": Format(_running_bases, _running_schema, _running_argv,
+                         required=("job", "gpus"), wrap=lambda d: {"jobs": [d]}),
+    "trace": Format(_trace_bases, _trace_schema, _trace_argv, suffixes=(".csv",),
+                    required=("arrival_s", "duration_s", "gpus"), dump=_csv_dump,
+                    as_read=_trace_cell, extra_keys_ok=True),
 }
 DEFAULT_FORMATS = ("fabric", "job")
 
@@ -191,7 +258,12 @@ def _is_nonsense(value: Any, tp: Any, key: str) -> bool:
 # Mutations
 
 
-def _dump(data: Any, suffix: str) -> bytes:
+def _dump(data: Any, suffix: str, fmt: str | None = None) -> bytes:
+    f = FORMATS.get(fmt) if fmt else None
+    if f is not None:
+        data = f.wrap(data) if isinstance(data, dict) else data
+        if f.dump is not None:
+            return f.dump(data)
     if suffix == ".json":
         return json.dumps(data, allow_nan=True).encode()
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode()
@@ -204,8 +276,9 @@ def _value_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> 
     pool = WORDS + CONTAINERS + SPECIALS + NUMBERS
     value = pool[int(rng.integers(len(pool)))]
     data = {**base, key: value}
-    return Case(fmt, f"{key}: {value!r}", _is_nonsense(value, hints.get(key, Any), key),
-                _dump(data, suffix), suffix, key)
+    seen = FORMATS[fmt].as_read(key, value)
+    return Case(fmt, f"{key}: {value!r}", _is_nonsense(seen, hints.get(key, Any), key),
+                _dump(data, suffix, fmt), suffix, key)
 
 
 def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> Case:
@@ -213,22 +286,23 @@ def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str)
     if choice == 0:
         data = {**base, "colour": "red"}
         # config.json files carry many keys the suite does not read: an extra one is fine
-        return Case(fmt, "unknown key colour", fmt != "hf", _dump(data, suffix), suffix)
+        return Case(fmt, "unknown key colour", not FORMATS[fmt].extra_keys_ok,
+                    _dump(data, suffix, fmt), suffix)
     if choice == 1:
         key = list(base)[int(rng.integers(len(base)))]
         data = {k: v for k, v in base.items() if k != key}
         return Case(fmt, f"key {key} removed", fmt != "job" and key in FORMATS[fmt].required,
-                    _dump(data, suffix), suffix)
+                    _dump(data, suffix, fmt), suffix)
     if choice == 2:
-        raw = _dump(base, suffix)
+        raw = _dump(base, suffix, fmt)
         cut = int(rng.integers(1, len(raw)))
         return Case(fmt, "non-UTF-8 byte inserted", True, raw[:cut] + b"\xff\xfe" + raw[cut:],
                     suffix)
     if choice == 3:
-        return Case(fmt, "top level is a list", True, _dump([base], suffix), suffix)
+        return Case(fmt, "top level is a list", True, _dump([base], suffix, fmt), suffix)
     if choice == 4:
-        return Case(fmt, "top level is a number", True, _dump(42, suffix), suffix)
-    raw = _dump(base, suffix)
+        return Case(fmt, "top level is a number", True, _dump(42, suffix, fmt), suffix)
+    raw = _dump(base, suffix, fmt)
     return Case(fmt, "file truncated", False, raw[: int(rng.integers(1, len(raw)))], suffix)
 
 

@@ -642,6 +642,133 @@ test_sweep_refused, test_sweep_refused_slow = _both(_sweep_refused, bad_sweep_sp
 
 
 # ---------------------------------------------------------------------------------------------
+# Cluster job traces (tuner.cluster): write_trace is the saver
+
+
+@st.composite
+def trace_rows(draw) -> list[dict]:
+    n = draw(st.integers(1, 5))
+    # write_trace keeps milliseconds (%.3f): draw times it can hold
+    return [{"name": f"j{i}", "arrival_s": draw(st.integers(0, 10**9)) / 1000,
+             "duration_s": draw(st.integers(1000, 10**9)) / 1000,
+             "gpus": 8 * draw(st.integers(1, 32))} for i in range(n)]
+
+
+def _write_csv(rows: list[dict]) -> Path:
+    d = Path(tempfile.mkdtemp(prefix="inputs-"))
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    lines = [",".join(cols)] + [",".join("" if r.get(c) is None else str(r[c]) for c in cols)
+                                for r in rows]
+    (d / "jobs.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return d / "jobs.csv"
+
+
+def _cluster_trace_roundtrip(rows):
+    from tuner.cluster import read_trace, write_trace
+
+    jobs = read_trace(_write_csv(rows))
+    again = read_trace(write_trace(_write_csv(rows).parent / "again.csv", jobs))
+    assert [(j.name, j.job, j.arrival_s, j.duration_s) for j in again] == \
+        [(j.name, j.job, j.arrival_s, j.duration_s) for j in jobs]
+
+
+test_cluster_trace_roundtrip, test_cluster_trace_roundtrip_slow = _both(
+    _cluster_trace_roundtrip, trace_rows())
+
+_BAD_CELLS = {"arrival_s": ["abc", "nan", "inf", "-5", "[1]"],
+              "duration_s": ["abc", "0", "-1", "nan", "true"],
+              "gpus": ["abc", "12", "2.5", "0", "-8", "1e30", "nan"],
+              "tp": ["abc", "0", "2.5"]}
+
+
+@st.composite
+def bad_cluster_traces(draw):
+    rows = draw(trace_rows())
+    key = draw(st.sampled_from(sorted(_BAD_CELLS)))
+    i = draw(st.integers(0, len(rows) - 1))
+    bad = dict(rows[i], **{key: draw(st.sampled_from(_BAD_CELLS[key]))})
+    if key == "tp":
+        bad.update(model="gpt3-1.3b", pp=1, dp=2)
+    return [*rows[:i], bad, *rows[i + 1:]], key
+
+
+def _cluster_trace_refused(case):
+    rows, key = case
+    path = _write_csv(rows)
+    _assert_refused(["cluster", "simulate", "--fabric", "fat-tree-k8", "--trace", str(path)],
+                    path, key)
+
+
+test_cluster_trace_refused, test_cluster_trace_refused_slow = _both(
+    _cluster_trace_refused, bad_cluster_traces())
+
+
+# ---------------------------------------------------------------------------------------------
+# Background jobs RUNNING.yaml (tuner.background): no saver; valid files load to the jobs and
+# GPUs they list
+
+
+@st.composite
+def running_files(draw) -> dict:
+    starts = draw(st.lists(st.integers(0, 7), min_size=1, max_size=2, unique=True))
+    jobs = []
+    for k, start in enumerate(sorted(starts)):
+        dp = draw(st.sampled_from([1, 2]))
+        entry = {"name": draw(NAMES) + str(k), "job": {"model": "tiny", "tp": 1, "pp": 1,
+                                                       "dp": dp}}
+        first = 16 * start
+        if draw(st.booleans()):
+            entry["gpus"] = f"{first}-{first + dp - 1}"
+        else:
+            entry["gpus"] = list(range(first, first + dp))
+        jobs.append(entry)
+    return {"jobs": jobs}
+
+
+def _running_loads(data):
+    from topologies.files import load_fabric
+    from tuner.background import load_background
+
+    jobs = load_background(_write(data, ".yaml"), load_fabric("fat-tree-k8"))
+    assert [j.name for j in jobs] == [e["name"] for e in data["jobs"]]
+    assert [j.job.world for j in jobs] == [len(j.gpu_of_rank) for j in jobs]
+
+
+test_running_loads, test_running_loads_slow = _both(_running_loads, running_files())
+
+_BAD_RUNNING = {
+    "jobs": [5, "abc", {"a": 1}, [1, 2]],
+    "name": [[1, 2], {"a": 1}, 2.5],
+    "job": [7, [1, 2], {"tp": "abc"}, {"model": 0.5}, {"colour": 1}],
+    "gpus": [2.5, {"a": 1}, "0-99999999999", "abc", [True]],
+    "placement": [7, [1, 2]],
+}
+
+
+@st.composite
+def bad_running_files(draw):
+    data = draw(running_files())
+    key = draw(st.sampled_from(sorted(_BAD_RUNNING)))
+    value = draw(st.sampled_from(_BAD_RUNNING[key]))
+    if key == "jobs":
+        return {"jobs": value}, key
+    entry = dict(data["jobs"][0], **{key: value})
+    if key == "placement":
+        entry.pop("gpus")
+    return {"jobs": [entry, *data["jobs"][1:]]}, key
+
+
+def _running_refused(case):
+    data, key = case
+    path = _write(data, ".yaml")
+    _assert_refused(["predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--background",
+                     str(path), "--json"], path, key if key != "job" else "jobs[0].job")
+
+
+test_running_refused, test_running_refused_slow = _both(_running_refused, bad_running_files())
+
+
+# ---------------------------------------------------------------------------------------------
 # File-level refusals shared by every format
 
 
