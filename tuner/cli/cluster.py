@@ -56,8 +56,8 @@ def _check_trace_fits(jobs, fabric, path) -> None:
     if big:
         j = big[0]
         raise InputError(f"trace file {path}", problem=f"job {j.name}: gpus {j.job.world} "
-                         f"(tp x pp x dp) is more than fabric {fabric.name}'s "
-                         f"{len(fabric.gpus)} GPUs")
+                         f"(tp x pp x dp): more GPUs than the fabric has ({fabric.name}: "
+                         f"{len(fabric.gpus)})")
 
 
 def run(args: argparse.Namespace) -> int:
