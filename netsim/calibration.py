@@ -77,6 +77,9 @@ class Calibration:
     host: dict[str, Any] = field(default_factory=dict)
     """``HostCost`` fields and the host fit's residuals (empty without a host model);
     ``compute_scale`` and ``iteration_fit`` (runs, residuals) after ``fit_host_on_iterations``."""
+    hardware_info: dict[str, Any] = field(default_factory=dict)
+    """What the traces ran on (``hardware_of``): ``name``, ``device``, ``hosts``, ``backend``;
+    ``netsim predict`` refuses to apply the calibration to other hardware."""
 
     def host_cost(self) -> HostCost:
         """CPU cost of collectives and per-step overhead (zero without a host model)."""
@@ -102,7 +105,8 @@ class Calibration:
         ``peak_flops_per_s`` is the fitted layer-forward rate (MFU is then relative to it).
         """
         rate = self.compute["forward"].rate if "forward" in self.compute else 1e12
-        hw = base or HardwareProfile(name="calibrated", peak_flops_per_s=rate, hbm_bytes=1,
+        name = self.hardware_info.get("name", "calibrated")
+        hw = base or HardwareProfile(name=name, peak_flops_per_s=rate, hbm_bytes=1,
                                      hbm_bytes_per_s=1e11, nvlink_bps=1e11)
         n = max(self.world_size, 1)
         return hw.replace(gpus_per_server=n, nics_per_server=n, host_cores=self.host_cores)
@@ -110,7 +114,7 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "sources": self.sources, "world_size": self.world_size,
                 "host_cores": None if math.isinf(self.host_cores) else self.host_cores,
-                "host": self.host,
+                "host": self.host, "hardware": self.hardware_info,
                 "compute": {k: asdict(v) for k, v in self.compute.items()},
                 "comm": {k: asdict(v) for k, v in self.comm.items()}}
 
@@ -258,6 +262,8 @@ def _clock_offsets(run: TraceRun) -> list[float]:
 
 def _compute_points(run: TraceRun, skip: int,
                     tl: HostTimeline) -> dict[str, list[tuple[float, float]]]:
+    if not run.meta.get("layout_known", True):
+        return {}  # a profiler trace of an unknown job: no FLOPs to fit against (netsim.kineto)
     meta, model = run.meta, model_of(run.meta)
     tp, b = meta["tp"], meta["micro_batch_size"]
     tokens = b * model.seq
@@ -273,8 +279,7 @@ def _compute_points(run: TraceRun, skip: int,
                 phase = f"optimizer@{rank.meta.get('pp_rank', 0)}"
             if phase is None or c["step"] < skip:
                 continue
-            samples[phase].append(tl.work(i, c["start_s"], c["end_s"])
-                                  - tl.blocked(i, c["start_s"], c["end_s"]))
+            samples[phase].append(_record_work(tl, i, c))
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for key, ts in samples.items():
         if key.startswith("optimizer@"):
@@ -283,6 +288,14 @@ def _compute_points(run: TraceRun, skip: int,
         else:
             out[key].append((x_of[key], float(np.median(ts))))
     return out
+
+
+def _record_work(tl: HostTimeline, i: int, c: dict) -> float:
+    """Dedicated-core seconds of a compute record: its measured thread CPU time when the
+    trainer recorded one (``cpu_s``, CPU runs) and a host model is on, else the timeline's."""
+    if tl.cores < math.inf and c.get("cpu_s") is not None:
+        return float(c["cpu_s"])
+    return tl.work(i, c["start_s"], c["end_s"]) - tl.blocked(i, c["start_s"], c["end_s"])
 
 
 def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
@@ -294,11 +307,12 @@ def _host_points(run: TraceRun, skip: int, tl: HostTimeline,
         for it in _step_spans(rank, skip):
             s, e = it["start_s"], it["end_s"]
             cpu = tl.work(i, s, e) - (1.0 - comm_weight) * tl.blocked(i, s, e)
+            if it.get("cpu_s") is not None:  # the process's measured CPU time of the step
+                cpu = float(it["cpu_s"])
             for c in rank.compute:
                 if c["step"] == it["step"] and c["phase"] in fitted and (
                         c["phase"] == "optimizer" or c.get("name", "layer") in ("layer", "head")):
-                    cpu -= tl.work(i, c["start_s"], c["end_s"]) - tl.blocked(
-                        i, c["start_s"], c["end_s"])
+                    cpu -= _record_work(tl, i, c)
             calls = [c for c in rank.collectives if c["step"] == it["step"]]
             msgs = sum(ring_steps(c["op"], len(c["group"])) for c in calls)
             bus = sum(c["bytes"] * bus_factor(c["op"], len(c["group"])) for c in calls)
@@ -414,6 +428,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
                       world_size=max((r.meta["world_size"] for r in runs), default=1),
                       host_cores=cores,
                       host={**fit_host(hpts), "comm_weight": comm_weight} if hpts else {})
+    cal.hardware_info = hardware_of(runs)
     for phase, pts in cpts.items():
         x, t = np.array(pts).T
         cal.compute[phase] = fit_linear(x, t)
@@ -427,6 +442,21 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
         x, t = np.array(pts).T
         cal.comm[key] = fit_linear(x, t)
     return cal
+
+
+def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:
+    """What the traced ranks ran on: device kind, hosts, backend, and a name for reports
+    (``cpu:HOST`` for the CPU trainer, the device string otherwise)."""
+    if not runs:
+        return {}
+    devices = sorted({str(r.meta.get("device", "?")).split(":")[0] for run in runs
+                      for r in run.ranks})
+    hosts = sorted({str(r.meta.get("host", "?")) for run in runs for r in run.ranks})
+    kind = devices[0] if len(devices) == 1 else "+".join(devices)
+    return {"name": f"{kind}:{hosts[0]}" + (f"+{len(hosts) - 1}" if len(hosts) > 1 else ""),
+            "device": kind, "hosts": hosts,
+            "backend": runs[0].meta.get("backend"),
+            "host_cores": runs[0].host.get("host_cores")}
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:
@@ -472,7 +502,9 @@ def load_calibration(path: str | Path) -> Calibration:
                                            "sources"),
                        world_size=check_value(data.get("world_size", 1), int, source,
                                               "world_size", _rule(min=1)),
-                       host_cores=math.inf if cores is None else cores, host=host)
+                       host_cores=math.inf if cores is None else cores, host=host,
+                       hardware_info=check_value(data.get("hardware") or {}, dict[str, Any],
+                                                 source, "hardware"))
 
 
 def _rule(**kw: Any):
@@ -499,7 +531,7 @@ def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: 
                   s_per_bus_byte: float) -> Calibration:
     """``cal`` with its compute fits ``compute_scale`` times slower and the given host cost."""
     out = Calibration(sources=cal.sources, world_size=cal.world_size, host_cores=cal.host_cores,
-                      comm=cal.comm, host=dict(cal.host))
+                      comm=cal.comm, host=dict(cal.host), hardware_info=cal.hardware_info)
     for k, f in cal.compute.items():
         out.compute[k] = Fit(f.intercept_s * compute_scale, f.rate / compute_scale, f.points,
                              f.rel_rms, f.max_rel)

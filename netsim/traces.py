@@ -36,6 +36,8 @@ class RankTrace:
     compute: list[dict[str, Any]] = field(default_factory=list)
     collectives: list[dict[str, Any]] = field(default_factory=list)
     iterations: list[dict[str, Any]] = field(default_factory=list)
+    host_record: dict[str, Any] | None = None
+    """The trainer's ``host`` record (``trainer/hostinfo.py``), when it wrote one."""
 
 
 @dataclass
@@ -48,15 +50,21 @@ class TraceRun:
     host: dict[str, Any] = field(default_factory=dict)
     """Optional ``DIR/host.json``: the load on the host during the run (``host_cores``,
     ``available_cores``, ...), written by ``experiments/heldout_accuracy``; may be empty."""
+    notes: list[str] = field(default_factory=list)
+    """What a reader could not identify or had to assume (``netsim.kineto``), for reports."""
 
     @property
     def meta(self) -> dict[str, Any]:
         return self.ranks[0].meta
 
     def iteration_s(self, skip: int = 1) -> list[float]:
-        """Measured iteration times of rank 0, the first ``skip`` (warm-up) steps dropped."""
-        its = [r["iteration_s"] for r in self.ranks[0].iterations]
-        return its[skip:] if len(its) > skip else its
+        """Measured iteration times of rank 0, the first ``skip`` (warm-up) steps of the
+        process dropped: steps before ``summary.start_step + skip`` (a profiler trace that
+        starts recording after the warm-up keeps all its steps)."""
+        its = self.ranks[0].iterations
+        first = int(self.summary.get("start_step", its[0]["step"] if its else 0))
+        kept = [r["iteration_s"] for r in its if r["step"] >= first + skip]
+        return kept or [r["iteration_s"] for r in its]
 
 
 def read_trace_dir(path: str | Path) -> TraceRun:
@@ -74,8 +82,10 @@ def read_trace_dir(path: str | Path) -> TraceRun:
     if not files:
         raise ValueError(f"trace {path}: no trace-rank*.jsonl files")
     ranks = [_read_rank(f) for f in files]
+    check_ranks([str(f) for f in files], ranks, str(d))
     summary = _read_object(d / "summary.json", "trace summary")
-    host = _read_object(d / "host.json", "trace host")
+    host = _read_object(d / "host.json", "trace host") if (d / "host.json").exists() \
+        else host_from_records(ranks)
     return TraceRun(path=str(d), ranks=ranks, summary=summary, host=host)
 
 
@@ -86,6 +96,8 @@ FIELD_TYPES: dict[str, Any] = {
     "step": int, "phase": str, "layer": int | None, "start_s": float, "end_s": float,
     "op": str, "kind": str, "group": list[int], "bytes": int, "iteration_s": float,
 }
+#: Numbers of the trainer's ``host`` record (``host_from_records``).
+HOST_FIELDS = ("host_cores", "cpu_s", "wall_s", "host_busy_cores")
 #: Largest trace file read (a rank of a long CPU run is a few MB).
 MAX_TRACE_BYTES = 2**30
 
@@ -114,6 +126,61 @@ def _check_record(rec: Any, where: str) -> dict[str, Any]:
     return rec
 
 
+def host_from_records(ranks: list[RankTrace]) -> dict[str, Any]:
+    """``host.json``'s fields from the trainer's own ``host`` records (one per rank).
+
+    ``other_cores`` is the host's busy cores minus the cores the run's ranks used (their CPU
+    time over the window, summed), ``available_cores`` the host's cores minus that; ranks on
+    several hosts: the busiest host's figures. Empty when the ranks wrote no host records.
+    """
+    by_host: dict[str, list[dict]] = {}
+    for r in ranks:
+        if r.host_record is not None:
+            by_host.setdefault(str(r.meta.get("host", "?")), []).append(r.host_record)
+    if not by_host:
+        return {}
+    out: dict[str, Any] = {}
+    for name, recs in by_host.items():
+        cores = float(recs[0].get("host_cores") or 0) or None
+        used = sum(x["cpu_s"] / x["wall_s"] for x in recs if x.get("wall_s"))
+        busy = [x["host_busy_cores"] for x in recs if x.get("host_busy_cores") is not None]
+        other = max(0.0, float(sorted(busy)[len(busy) // 2]) - used) if busy else 0.0
+        row = {"host": name, "host_cores": cores, "ranks": len(recs),
+               "ranks_per_host": recs[0].get("ranks_per_host") or len(recs),
+               "trainer_cores": used, "other_cores": other, "source": "trace host records"}
+        if cores is not None:
+            row["available_cores"] = max(cores - other, 0.1)
+        if not out or row["ranks"] > out["ranks"]:
+            out = row
+    return out
+
+
+RUN_KEYS = ("world_size", "tp", "pp", "dp", "model", "global_batch", "micro_batches", "seed")
+
+
+def check_ranks(files: list[str], ranks: list[RankTrace], where: str) -> None:
+    """Raise ValueError unless the files are one run's ranks 0..world-1, each once.
+
+    Mixed runs (a file whose world size, layout, model, batch or seed differs from the first
+    file's), duplicated and missing ranks are named with their files.
+    """
+    ref = ranks[0].meta
+    for f, r in zip(files, ranks, strict=True):
+        diff = [k for k in RUN_KEYS if k in ref and r.meta.get(k) != ref[k]]
+        if diff:
+            raise ValueError(f"{f}: from another run than {files[0]} (differs in "
+                             f"{', '.join(diff)}): keep one run per directory")
+    seen: dict[int, str] = {}
+    for f, r in zip(files, ranks, strict=True):
+        if r.meta["rank"] in seen:
+            raise ValueError(f"{f}: rank {r.meta['rank']} again (also in {seen[r.meta['rank']]})")
+        seen[r.meta["rank"]] = f
+    missing = sorted(set(range(int(ref["world_size"]))) - set(seen))
+    if missing:
+        raise ValueError(f"trace {where}: missing rank(s) {missing} of a world of "
+                         f"{ref['world_size']} (have {len(seen)} files)")
+
+
 def _read_rank(path: Path) -> RankTrace:
     trace: RankTrace | None = None
     text = read_text(path, "trace", max_bytes=MAX_TRACE_BYTES)
@@ -129,6 +196,13 @@ def _read_rank(path: Path) -> RankTrace:
         rec = _check_record(rec, f"{path}:{lineno}")
         kind = rec.get("type")
         missing = [k for k in REQUIRED.get(kind, ()) if k not in rec]
+        if kind == "host" and trace is not None:
+            for key in HOST_FIELDS:  # read by host_from_records
+                if key in rec:
+                    rec[key] = check_value(rec[key], float | None, f"{path}:{lineno}", key,
+                                           Rule(min=0))
+            trace.host_record = rec
+            continue
         if kind not in REQUIRED and kind is not None:
             continue  # record types added later are ignored
         if kind is None or missing:

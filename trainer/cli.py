@@ -55,6 +55,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--load", dest="load_dir", help="resume from the newest checkpoint here")
     p.add_argument("--placement", help='rank-to-host JSON {"ranks": [{"rank","host","local_rank"}]}')
     p.add_argument("--host", help="this machine's host name in the placement (default hostname)")
+    p.add_argument("--profile", dest="profile_dir", metavar="DIR",
+                   help="write torch.profiler Chrome traces DIR/kineto-rank{R}.json")
+    p.add_argument("--profile-schedule", metavar="W,U,A",
+                   help="profiler wait, warmup, active steps (default 1,1,3)")
+    p.add_argument("--inject-slow-rank", type=int, metavar="R",
+                   help="fault injection: rank R's compute takes --slow-factor times longer")
+    p.add_argument("--slow-factor", type=float, metavar="F", help="with --inject-slow-rank (1.0)")
+    p.add_argument("--inject-slow-link", metavar="R:PEER",
+                   help="fault injection: R's sends to PEER take --link-delay-us longer")
+    p.add_argument("--link-delay-us", type=float, metavar="D",
+                   help="with --inject-slow-link, microseconds per call (0)")
     p.add_argument("--json", action="store_true", help="rank 0 prints a JSON summary last")
     return p
 
@@ -83,12 +94,15 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
                                           "dtype", "device", "dp_reduce", "bucket_bytes",
                                           "trace_dir", "peak_flops", "save_dir", "save_every",
-                                          "load_dir")} if base else {}
+                                          "load_dir", "profile_dir", "profile_schedule",
+                                          "inject_slow_rank", "slow_factor",
+                                          "inject_slow_link", "link_delay_us")} if base else {}
     flags = {"steps": args.steps, "seed": args.seed, "lr": args.lr, "dtype": args.dtype,
              "device": args.device, "dp_reduce": args.dp_reduce, "trace_dir": args.trace_dir,
              "peak_flops": args.peak_flops, "save_dir": args.save_dir,
              "save_every": args.save_every, "load_dir": args.load_dir,
              "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None}
+    flags.update(_profile_and_fault_flags(args))
     rest.update({k: v for k, v in flags.items() if v is not None})
     return TrainConfig(model=model, parallel=par, **rest)
 
@@ -111,6 +125,19 @@ def _micro_batch_size(size: int | None, args: argparse.Namespace, dp: int, mb: i
                              f"--micro-batch-size {size}")
         return gb // (dp * size), gb
     return mb, mb * dp * size
+
+
+def _profile_and_fault_flags(args: argparse.Namespace) -> dict:
+    from trainer.faults import parse_link
+    from trainer.profiling import parse_schedule
+
+    return {"profile_dir": args.profile_dir,
+            "profile_schedule": parse_schedule(args.profile_schedule)
+            if args.profile_schedule else None,
+            "inject_slow_rank": args.inject_slow_rank, "slow_factor": args.slow_factor,
+            "inject_slow_link": parse_link(args.inject_slow_link)
+            if args.inject_slow_link else None,
+            "link_delay_us": args.link_delay_us}
 
 
 def _identity(args: argparse.Namespace) -> tuple[str, int | None, int]:

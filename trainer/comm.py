@@ -69,6 +69,10 @@ class Comm:
         self.cuda = cuda
         self.fallbacks: set[str] = set()
         """Ops that ran through a fallback, e.g. {"reduce_scatter"}."""
+        self.send_hook = None
+        """Fault injection (``trainer.faults``): ``hook(ranks, overlapped) -> start or None``,
+        called before a call is posted."""
+        self._early_start = None
 
     # -- bookkeeping ---------------------------------------------------------------------------
     def _record(self, op: str, kind: str, ranks, size: int, dtype: str, overlapped: bool,
@@ -78,7 +82,10 @@ class Comm:
                "group": list(ranks), "bytes": size, "dtype": dtype, "start_s": None,
                "end_s": None, "overlapped": overlapped, "impl": impl,
                "microbatch": self.tracer.microbatch}
-        rec["start_s"] = self.tracer.stamp()
+        rec["start_s"] = self.tracer.stamp() if self._early_start is None else self._early_start
+        self._early_start = None
+        if self.tracer.ranges is not None:
+            self.tracer.ranges.close_comm()
         if not self.cuda and works and self.tracer.enabled:
             try:  # the end as the backend thread sees it; gloo send/recv have no future
                 fut = works[-1].get_future()
@@ -96,14 +103,23 @@ class Comm:
 
         return Handle(works, done)
 
-    def _pg(self, group: Group):
+    def _pg(self, group: Group, kind: str | None = None, overlapped: bool = False):
+        self._before_post(group.ranks, kind, overlapped)
         return group.pg
+
+    def _before_post(self, ranks, kind: str | None, overlapped: bool, send: bool = True) -> None:
+        """Hooks before a call is posted: a profiler range around it, the fault injection."""
+        if self.tracer.ranges is not None:
+            self.tracer.ranges.open_comm(kind, ranks)
+        if send and self.send_hook is not None:
+            self._early_start = self.send_hook(ranks, overlapped)
 
     # -- collectives ---------------------------------------------------------------------------
     def all_reduce(self, t: torch.Tensor, group: Group, kind: str, op: str = "sum",
                    async_op: bool = False, overlapped: bool = False) -> Handle:
         """In-place all-reduce of ``t``; returns a handle (already waited unless ``async_op``)."""
-        work = dist.all_reduce(t, op=_OPS[op], group=self._pg(group), async_op=True)
+        work = dist.all_reduce(t, op=_OPS[op], group=self._pg(group, kind, overlapped),
+                               async_op=True)
         h = self._record("all_reduce", kind, group.ranks, nbytes(t), dtype_name(t), overlapped,
                          "all_reduce", [work])
         if not async_op:
@@ -116,7 +132,7 @@ class Comm:
         fn = _reduce_scatter_fn()
         if fn is not None and "reduce_scatter" not in self.fallbacks:
             try:
-                work = fn(out, inp, group=self._pg(group), async_op=True)
+                work = fn(out, inp, group=self._pg(group, kind, overlapped), async_op=True)
                 h = self._record("reduce_scatter", kind, group.ranks, nbytes(inp), dtype_name(inp),
                                  overlapped, "reduce_scatter", [work])
                 return h if async_op else (h.wait() or h)
@@ -124,7 +140,7 @@ class Comm:
                 self.fallbacks.add("reduce_scatter")
         # fallback: all-reduce a copy, keep this rank's chunk (same result, n/(n-1)x more bytes)
         buf = inp.clone()
-        work = dist.all_reduce(buf, group=self._pg(group), async_op=True)
+        work = dist.all_reduce(buf, group=self._pg(group, kind, overlapped), async_op=True)
         me = group.index(self.rank)
         h = self._record("reduce_scatter", kind, group.ranks, nbytes(inp), dtype_name(inp),
                          overlapped, "all_reduce+slice", [work],
@@ -137,14 +153,14 @@ class Comm:
         fn = _all_gather_fn()
         if fn is not None and "all_gather" not in self.fallbacks:
             try:
-                work = fn(out, inp, group=self._pg(group), async_op=True)
+                work = fn(out, inp, group=self._pg(group, kind, overlapped), async_op=True)
                 h = self._record("all_gather", kind, group.ranks, nbytes(out), dtype_name(out),
                                  overlapped, "all_gather", [work])
                 return h if async_op else (h.wait() or h)
             except (RuntimeError, NotImplementedError):
                 self.fallbacks.add("all_gather")
         chunks = list(out.chunk(group.size))
-        work = dist.all_gather(chunks, inp, group=self._pg(group), async_op=True)
+        work = dist.all_gather(chunks, inp, group=self._pg(group, kind, overlapped), async_op=True)
         h = self._record("all_gather", kind, group.ranks, nbytes(out), dtype_name(out),
                          overlapped, "all_gather(list)", [work])
         return h if async_op else (h.wait() or h)
@@ -159,10 +175,12 @@ class Comm:
         me = self.rank
         handles = []
         for t, peer in recvs:
+            self._before_post((peer, me), kind, False, send=False)
             w = dist.irecv(t, src=self.world_ranks[peer])
             handles.append(self._record("recv", kind, (peer, me), nbytes(t), dtype_name(t), False,
                                         "irecv", [w]))
         for t, peer in sends:
+            self._before_post((me, peer), kind, False)
             w = dist.isend(t, dst=self.world_ranks[peer])
             handles.append(self._record("send", kind, (me, peer), nbytes(t), dtype_name(t), False,
                                         "isend", [w]))

@@ -189,6 +189,24 @@ class TrainConfig:
     save_every: int = 0
     """Checkpoint every N steps (0: only at the end when save_dir is set)."""
     load_dir: str | None = None
+    profile_dir: str | None = None
+    """Write torch.profiler (Kineto) Chrome traces here (``trainer.profiling``)."""
+    profile_schedule: tuple[int, int, int] = (1, 1, 3)
+    """Profiler (wait, warmup, active) steps."""
+    inject_slow_rank: int | None = None
+    """Fault injection (``trainer.faults``): this layout rank computes ``slow_factor`` x slower."""
+    slow_factor: float = 1.0
+    inject_slow_link: tuple[int, int] | None = None
+    """Fault injection: (R, PEER), R's sends to PEER take ``link_delay_us`` longer."""
+    link_delay_us: float = 0.0
+
+    def fault_config(self):
+        """The :class:`trainer.faults.FaultConfig` of the injection fields."""
+        from trainer.faults import FaultConfig
+
+        link = tuple(self.inject_slow_link) if self.inject_slow_link is not None else None
+        return FaultConfig(slow_rank=self.inject_slow_rank, slow_factor=self.slow_factor,
+                           slow_link=link, link_delay_us=self.link_delay_us)
 
     def __post_init__(self) -> None:
         if self.steps < 0:
@@ -202,6 +220,8 @@ class TrainConfig:
         if self.bucket_bytes < 1:
             raise ValueError(f"bucket_bytes must be positive, got {self.bucket_bytes}")
         self.betas = tuple(self.betas)  # YAML gives a list
+        self.profile_schedule = tuple(self.profile_schedule)
+        self.fault_config().check_world(self.parallel.world_size)
         check_model_fits(self.model, self.parallel)
 
     def to_dict(self) -> dict[str, Any]:

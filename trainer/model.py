@@ -53,7 +53,7 @@ class PhaseTimer:
         self._open: dict[tuple, object] = {}
 
     def forward(self, name: str, layer: int | None, flops: float, fn, x):
-        start = self.tracer.stamp()
+        start = self.tracer.stamp(open_range=("forward", name, layer))
         out = fn(x)
         self.tracer.compute("forward", layer, start, self.tracer.stamp(), flops, name)
         return out
@@ -62,7 +62,8 @@ class PhaseTimer:
         """Mark ``y``: when its gradient arrives the backward of (name, layer) starts."""
         if not (self.tracer.enabled and y.requires_grad):
             return y
-        return _Mark.apply(y, lambda: self._open.__setitem__((name, layer), self.tracer.stamp()))
+        return _Mark.apply(y, lambda: self._open.__setitem__(
+            (name, layer), self.tracer.stamp(open_range=("backward", name, layer))))
 
     def mark_in(self, x: torch.Tensor, name: str, layer: int | None, flops: float) -> torch.Tensor:
         """Mark ``x``: when its gradient is computed the backward of (name, layer) ends."""

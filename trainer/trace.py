@@ -65,9 +65,28 @@ class Tracer:
         self._pending: list[dict[str, Any]] = []
         self._lock = threading.Lock()  # collective end callbacks run on backend threads
         self._file = open(path, "w") if (path is not None and enabled) else None
+        self._cpu_start: dict[tuple, float] = {}
+        """Thread CPU time at the start of each open compute record (CPU runs)."""
+        self.compute_hook = None
+        """Fault injection (``trainer.faults``): ``hook(phase, start, end) -> end``."""
+        self.ranges = None
+        """Profiler ranges (``trainer.profiling.Ranges``) while ``--profile`` records."""
 
-    def stamp(self):
+    def stamp(self, open_range: tuple | None = None):
+        """A time stamp; ``open_range`` (phase, name, layer) also opens a profiler range that
+        the matching :meth:`compute` closes."""
+        if open_range is not None and self.ranges is not None:
+            self.ranges.open(open_range, self.microbatch, self.step)
+        if open_range is not None and self.enabled and not self.clock.cuda:
+            # the step: the whole process (backend threads too); a compute record: this thread
+            cpu = time.process_time if open_range[0] == "iteration" else time.thread_time
+            self._cpu_start[open_range] = cpu()
         return self.clock.stamp() if self.enabled else 0.0
+
+    def pending(self) -> list[dict[str, Any]]:
+        """Records of the current step not yet written (a copy)."""
+        with self._lock:
+            return list(self._pending)
 
     def add(self, record: dict[str, Any]) -> None:
         if self.enabled:
@@ -83,8 +102,18 @@ class Tracer:
     def compute(self, phase: str, layer: int | None, start, end, flops: float | None,
                 name: str, microbatch: int | None = None) -> None:
         mb = self.microbatch if microbatch is None else microbatch
-        self.add({"type": "compute", "step": self.step, "phase": phase, "layer": layer,
-                  "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops})
+        key = (phase, name, layer)
+        cpu0 = self._cpu_start.pop(key, None)
+        if self.compute_hook is not None:
+            end = self.compute_hook(phase, start, end, cpu0)
+        if self.ranges is not None:
+            self.ranges.close(key)
+        rec = {"type": "compute", "step": self.step, "phase": phase, "layer": layer,
+               "name": name, "microbatch": mb, "start_s": start, "end_s": end, "flops": flops}
+        if cpu0 is not None:
+            cpu = time.process_time if phase == "iteration" else time.thread_time
+            rec["cpu_s"] = cpu() - cpu0
+        self.add(rec)
 
     def flush(self) -> list[dict[str, Any]]:
         """Resolve stamps, write pending records, return them."""

@@ -21,7 +21,9 @@ from trainer.comm import Comm
 from trainer.config import TrainConfig
 from trainer.data import rank_batch
 from trainer.data_parallel import AdamW, DataParallel
+from trainer.faults import FaultInjector
 from trainer.flops import default_peak_flops, mfu, parameter_count, training_flops
+from trainer.hostinfo import HostWindow
 from trainer.layers import TPContext
 from trainer.mesh import Mesh
 from trainer.model import GPTStage
@@ -58,8 +60,12 @@ class Trainer:
         if cfg.trace_dir is not None:
             Path(cfg.trace_dir).mkdir(parents=True, exist_ok=True)
             trace_path = Path(cfg.trace_dir) / f"trace-rank{mesh.rank}.jsonl"
-        self.tracer = Tracer(Clock(cuda), trace_path, enabled=cfg.trace_dir is not None)
+        faults = cfg.fault_config()
+        self.tracer = Tracer(Clock(cuda), trace_path, enabled=cfg.trace_dir is not None
+                             or cfg.profile_dir is not None or faults.active)
         self.comm = Comm(self.tracer, mesh.world_ranks, mesh.rank, cuda)
+        self.faults = FaultInjector(faults, mesh.rank, self.tracer)
+        self.faults.install(self.comm)
         ctx = TPContext(mesh.tp, mesh.rank, self.comm, cfg.seed, self.dtype, device)
         self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer, par.micro_batch_size)
         opt = AdamW(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
@@ -92,7 +98,16 @@ class Trainer:
                 "world_rank": self.mesh.to_world(self.mesh.rank), "dp_reduce": self.cfg.dp_reduce,
                 "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed,
                 "parameters": parameter_count(m), "peak_flops": self.peak_flops,
-                "stage_layers": self.stage.layer_ids}
+                "stage_layers": self.stage.layer_ids, **self._fault_meta()}
+
+    def _fault_meta(self) -> dict[str, Any]:
+        """The injected faults (ground truth for ``netsim diagnose``), when any."""
+        f = self.cfg.fault_config()
+        if not f.active:
+            return {}
+        return {"faults": {"slow_rank": f.slow_rank, "slow_factor": f.slow_factor,
+                           "slow_link": list(f.slow_link) if f.slow_link else None,
+                           "link_delay_us": f.link_delay_us}}
 
     # -- one iteration -------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -108,9 +123,9 @@ class Trainer:
         ids, targets = ids.to(self.device), targets.to(self.device)
         self._sync()
         t0 = time.perf_counter()
-        start = self.tracer.stamp()
+        start = self.tracer.stamp(open_range=("iteration", "iteration", None))
         loss = self.schedule.run(ids, targets)
-        opt_start = self.tracer.stamp()
+        opt_start = self.tracer.stamp(open_range=("optimizer", "optimizer", None))
         self.dp.step()
         self.tracer.compute("optimizer", None, opt_start, self.tracer.stamp(), None, "optimizer",
                             microbatch=None)
@@ -145,17 +160,38 @@ class Trainer:
         """Train until ``cfg.steps``; checkpoint as configured; returns the summary."""
         cfg = self.cfg
         start_step = self.step
+        prof, window = self._profiler(), HostWindow()
         while self.step < cfg.steps:
             self.train_step()
+            if self.step == start_step + 1:
+                window.start()  # the host record leaves out the warm-up step
+            if prof is not None:
+                prof.step()
             if cfg.save_dir and cfg.save_every and self.step % cfg.save_every == 0:
                 self.save(cfg.save_dir)
         if cfg.save_dir and (not cfg.save_every or self.step % cfg.save_every):
             self.save(cfg.save_dir)
+        if prof is not None:
+            prof.stop()
+            self.tracer.ranges = None
+        self.tracer.write_now(window.record())
         summary = self.summary(start_step)
         if cfg.trace_dir is not None and self.mesh.rank == 0:
             Path(cfg.trace_dir, "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         self.tracer.close()
         return summary
+
+    def _profiler(self):
+        """The scheduled torch.profiler session of ``--profile``, started; or None."""
+        if self.cfg.profile_dir is None:
+            return None
+        from trainer.profiling import Profiler, Ranges
+
+        prof = Profiler(self.cfg.profile_dir, self.mesh.rank, self.meta(),
+                        self.device.type == "cuda", self.cfg.profile_schedule, self.step)
+        self.tracer.ranges = Ranges()
+        prof.start()
+        return prof
 
     def summary(self, start_step: int = 0) -> dict[str, Any]:
         meta = {k: v for k, v in self.meta().items() if k != "type"}

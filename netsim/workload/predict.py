@@ -19,7 +19,7 @@ with that kind's communication made free; the same with all kinds gives ``total`
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +124,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
             calibration=None, placement: Sequence[int] | None = None,
             comm_model: CommModel | None = None, compute_model: ComputeModel | None = None,
             progress: Callable[[str], None] | None = None,
-            contention: bool = True) -> Prediction:
+            contention: bool = True,
+            stragglers: Mapping[int, float] | None = None) -> Prediction:
     """Predict one training iteration of ``job``.
 
     Parameters
@@ -149,6 +150,12 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         With a flow-engine comm model, let the kinds that overlap in the pipeline's steady
         state (EP, PP, CP, and DP when it overlaps the backward) share links
         (``netsim.workload.contention``); ``False`` prices each kind alone.
+    stragglers : mapping of int to float, optional
+        Rank -> slowdown of its compute (``netsim predict --straggler``). A synchronous
+        iteration waits for the slowest replica, so each pipeline stage's compute runs at the
+        largest slowdown of a straggler in that stage (exact for one straggler, or several in
+        one replica or one stage; an upper bound for stragglers in different stages of
+        different replicas).
 
     Returns
     -------
@@ -180,6 +187,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     comm = _comm_times(job, model, grid4, loc, comm_model)
     say("pricing compute")
     comp = _compute_times(job, model, hw, compute_model)
+    if stragglers:
+        comp = dataclasses.replace(comp, stage_scale=straggler_stage_scale(job, stragglers))
     say("executing the pipeline")
     factors: dict[str, float] = {}
     if contention and hasattr(comm_model, "sharing") and loc is not None:
@@ -223,6 +232,20 @@ def _contend(job: JobSpec, model, grid4, loc, cm, comp, comm) -> tuple[_CommTime
     return dataclasses.replace(comm, **scaled), {k: float(x) for k, x in f.items()}
 
 
+def straggler_stage_scale(job: JobSpec, stragglers: Mapping[int, float]) -> np.ndarray:
+    """(p,) compute slowdown of each stage: its slowest straggler's (rank order
+    tp-cp-ep-dp-pp: tp x cp x dp ranks per stage)."""
+    scale = np.ones(job.pp)
+    for rank, factor in stragglers.items():
+        if not 0 <= rank < job.world:
+            raise ValueError(f"straggler rank {rank} is outside the job's {job.world} ranks")
+        if not factor > 0:
+            raise ValueError(f"straggler factor of rank {rank} must be positive, got {factor}")
+        stage = rank // (job.tp * job.cp * job.dp)
+        scale[stage] = max(scale[stage], factor)
+    return scale
+
+
 def _stage_work_s(job: JobSpec, model, comp: _ComputeTimes, host: HostCost) -> np.ndarray:
     """CPU work of one rank of each stage in an iteration (``netsim.workload.host``)."""
     m = job.micro_batches
@@ -231,6 +254,8 @@ def _stage_work_s(job: JobSpec, model, comp: _ComputeTimes, host: HostCost) -> n
     dense, moe = _stage_kinds(job, model)
     work = m * (dense * layer + moe * layer_m) + comp.optimizer
     work[-1] += m * (comp.logits_f + comp.logits_b)
+    if comp.stage_scale is not None:
+        work = work * comp.stage_scale
     return work + np.array([host.work_s(*stage_calls(job, model, s)) for s in range(job.pp)])
 
 
@@ -405,6 +430,7 @@ class _ComputeTimes:
     logits_f: float
     logits_b: float
     optimizer: np.ndarray  # (p,)
+    stage_scale: np.ndarray | None = None  # (p,) straggler slowdown of each stage's compute
 
 
 def _compute_times(job: JobSpec, model, hw: HardwareProfile, cm: ComputeModel) -> _ComputeTimes:
@@ -441,9 +467,11 @@ def _layer_times(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, moe: bool)
     def exposed(comm_s, under_s, hidden):
         return np.maximum(0.0, comm_s - under_s) if hidden else comm_s
 
+    sc = 1.0 if comp.stage_scale is None else comp.stage_scale  # stragglers (compute only)
     tp2 = 2 * comm.tp  # two all-reduces (or RS + AG pairs) per layer each way
-    fwd = tf + exposed(tp2, tf, ov.tp_comm) + exposed(comm.cp, comp.attn_f, ov.cp_comm)
-    bwd = tb + exposed(tp2, tb, ov.tp_comm) + exposed(2 * comm.cp, 2 * comp.attn_f, ov.cp_comm)
+    fwd = sc * tf + exposed(tp2, tf, ov.tp_comm) + exposed(comm.cp, comp.attn_f, ov.cp_comm)
+    bwd = sc * tb + exposed(tp2, tb, ov.tp_comm) + exposed(2 * comm.cp, 2 * comp.attn_f,
+                                                          ov.cp_comm)
     if moe:
         a2a = 2 * comm.ep  # dispatch + combine, forward; their gradients backward
         fwd = fwd + exposed(a2a, tf, ov.ep_comm)
@@ -465,8 +493,9 @@ def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float
     fm, bm = _layer_times(job, comp, comm, True)
     fwd = dense * fd[stage] + moe * fm[stage]
     bwd = dense * bd[stage] + moe * bm[stage]
-    fwd[-1] += comp.logits_f
-    bwd[-1] += comp.logits_b
+    last = 1.0 if comp.stage_scale is None else comp.stage_scale[-1]
+    fwd[-1] += last * comp.logits_f
+    bwd[-1] += last * comp.logits_b
     run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v,
                             blocking_send=not job.overlap.pp_send_recv)
     return float(_stage_done(job, comp, comm, run, fwd, dense + moe).max()), run
@@ -486,7 +515,8 @@ def _stage_done(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, run: Pipeli
             t = run.stage_end_s[s] + comm.dp_all[s]
         if s in (0, p - 1) and p > 1:
             t += comm.embedding
-        t = max(t, run.stage_end_s[s]) + comp.optimizer[s]
+        t = max(t, run.stage_end_s[s]) + comp.optimizer[s] * (
+            1.0 if comp.stage_scale is None else comp.stage_scale[s])
         gather = comm.dp_gather[s]
         if ov.dp_param_gather:  # hidden under the next iteration's warm-up forwards
             gather = max(0.0, gather - min(p - s, m) * fwd[s])

@@ -21,6 +21,7 @@ KEYS = {
     "collective": {"step", "op", "kind", "group", "bytes", "dtype", "start_s", "end_s", "overlapped"},
     "iteration": {"step", "iteration_s", "loss", "tokens", "tokens_per_s", "model_flops",
                   "achieved_flops_per_s", "mfu"},
+    "host": {"host_cores", "ranks_per_host", "wall_s", "cpu_s", "host_busy_cores", "loadavg_1m"},
 }
 LAYOUTS = {"tp2_pp2_dp2": (2, 2, 2, True), "tp2": (2, 1, 1, True), "pp2_untied": (1, 2, 1, False),
            "dp2": (1, 1, 2, True)}

@@ -37,6 +37,7 @@ SUBCOMMANDS = (
     "probe",
     "sweep",
     "cluster",
+    "diagnose",
 )
 
 

@@ -1,7 +1,9 @@
 """``netsim calibrate TRACE... -o calibration.json``: fit the workload model to measurements.
 
 Each TRACE is a trainer ``--trace-dir`` (``trainer-trace/1``) or a ``python -m trainer.bench``
-JSON file (``trainer-bench/1``). Prints every fit with its residuals.
+JSON file (``trainer-bench/1``), or a directory of torch.profiler Chrome traces
+(``netsim.kineto``: the trainer's ``--profile`` or any PyTorch job). Prints every fit with its
+residuals, and on stderr what the reader could not identify.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ def register(sub) -> argparse.ArgumentParser:
                    help="where to write the calibration (default calibration.json)")
     p.add_argument("--host-cores", type=float, default=None, metavar="C",
                    help="CPU cores the traced ranks shared (CPU trainer on one host): fit "
-                   "dedicated-core work and the host's CPU cost of collectives (default: off, "
-                   "wall times as measured, e.g. GPU traces)")
+                   "dedicated-core work and the host's CPU cost of collectives (default: the "
+                   "cores in the traces' host records for CPU runs; off for GPU traces)")
     p.add_argument("--no-iteration-fit", action="store_true",
                    help="with --host-cores: keep the per-record fits; by default the host "
                    "model (compute scale, CPU cost per message and per iteration) is refitted "
@@ -41,13 +43,18 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from netsim.calibration import fit_calibration, fit_host_on_iterations, save_calibration
-    from netsim.traces import TraceRun, read_any
+    from netsim.kineto import read_traces
+    from netsim.traces import TraceRun, read_bench
 
     runs, benches = [], []
     for path in progress(args.traces, desc="reading traces", enabled=sys.stderr.isatty()):
-        item = read_any(path)
+        item = read_traces(path) if Path(path).is_dir() else read_bench(path)
         (runs if isinstance(item, TraceRun) else benches).append(item)
+        for note in getattr(item, "notes", []):
+            print(f"netsim calibrate: {path}: {note}", file=sys.stderr)
     if args.host_cores is not None and not args.host_cores > 0:
         raise ValueError(f"--host-cores must be positive, got {args.host_cores}")
     try:
@@ -57,9 +64,17 @@ def run(args: argparse.Namespace) -> int:
                          ) from None
     if weight is not None and not 0.0 <= weight <= 1.0:
         raise ValueError(f"--comm-weight must lie in [0, 1], got {weight}")
-    cal = fit_calibration(runs, benches, host_cores=args.host_cores, comm_weight=weight)
-    if args.host_cores is not None and not args.no_iteration_fit:
+    from netsim.calibrated import default_host_cores, fit_warnings
+
+    cores = args.host_cores
+    if cores is None and (cores := default_host_cores(runs)) is not None:
+        print(f"netsim calibrate: CPU traces of ranks sharing {cores:g} cores (their host "
+              "records): fitting the shared-host model (--host-cores)", file=sys.stderr)
+    cal = fit_calibration(runs, benches, host_cores=cores, comm_weight=weight)
+    if cores is not None and not args.no_iteration_fit:
         cal = fit_host_on_iterations(cal, runs)
+    for warning in fit_warnings(cal, runs):
+        print(f"netsim calibrate: warning: {warning}", file=sys.stderr)
     if not cal.compute and not cal.comm:
         raise ValueError("the traces hold no compute or collective records to fit")
     save_calibration(cal, args.output)

@@ -34,6 +34,9 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--model", default=None,
                    help="model preset (gpt3-175b default, llama3-405b, deepseek-v3, ...) or a "
                    "transformers config.json path")
+    p.add_argument("--like", metavar="TRACE_DIR", default=None,
+                   help="take the job (model, degrees, batch, micro-batches) from a trace; "
+                   "flags win")
     p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
@@ -66,6 +69,11 @@ def register(sub) -> argparse.ArgumentParser:
                    help="how collectives are priced: 'flow' runs them on the fabric with the "
                    "flow engine (concurrent groups contend; default with --fabric), 'analytic' "
                    "is alpha-beta per scope (default without --fabric)")
+    p.add_argument("--straggler", action="append", metavar="RANK:FACTOR",
+                   help="what-if: rank RANK computes FACTOR times slower (repeatable)")
+    p.add_argument("--degrade", action="append", metavar="LINK:FACTOR",
+                   help="what-if with --fabric: link u->v (or its id) carries 1/FACTOR of its "
+                   "capacity, e.g. a 400G port trained down to 200G is FACTOR 2 (repeatable)")
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the flow model's QP numbers (ECMP paths); default 0")
     from tuner.jobs import add_modern_arguments
@@ -114,6 +122,13 @@ def _apply_micro_batches(data: dict, args: argparse.Namespace) -> dict:
                                args.micro_batch)
 
 
+def _job_overrides(args: argparse.Namespace) -> dict:
+    """The JobSpec fields the flags set (for --like)."""
+    names = ("tp", "pp", "dp", "global_batch", "micro_batch", "seq", "vocab", "virtual_stages",
+             "recompute", "distributed_optimizer")
+    return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
+
+
 def _parse_overlap(text: str, overlap_cls):
     if text == "megascale":
         return overlap_cls.megascale()
@@ -137,20 +152,34 @@ def run(args: argparse.Namespace) -> int:
     bar = progress(total=len(steps) + 2, desc="predict", enabled=sys.stderr.isatty())
     job = _job_from_args(args)
     hw = get_hardware(job.gpu)
+    calibration, avail = None, None
+    if args.calibration:
+        from netsim.calibrated import hardware_for
+        from netsim.calibration import load_calibration
+
+        calibration = load_calibration(args.calibration)
+        hw = hardware_for(calibration, args.gpu)
+    if args.like:
+        from netsim.calibrated import job_like
+
+        job, avail = job_like(args.like, _job_overrides(args))
+    if avail is not None and hw.host_cores < float("inf"):
+        hw = hw.replace(host_cores=min(hw.host_cores, avail))  # the load during that run
     if args.nic_scale != 1.0:
         hw = hw.scaled_network(args.nic_scale)
+    from netsim.workload.whatif import degrade_links, parse_degrades, parse_stragglers
+
+    stragglers, degrades = parse_stragglers(args.straggler), parse_degrades(args.degrade)
+    if degrades and not args.fabric:
+        raise ValueError("--degrade needs --fabric (it names a link of the fabric)")
     fabric = None
     if args.fabric:
         from topologies import load_fabric
 
         bar.set_description("building fabric")
         fabric = load_fabric(args.fabric)
+        degrade_links(fabric, degrades)
     bar.update(1)
-    calibration = None
-    if args.calibration:
-        from netsim.calibration import load_calibration
-
-        calibration = load_calibration(args.calibration)
     placement = _read_placement(args.placement, fabric, job.world) if args.placement else None
 
     def say(msg: str) -> None:
@@ -166,13 +195,16 @@ def run(args: argparse.Namespace) -> int:
                                    progress=bar.set_description)
     shared = None
     if getattr(args, "background", None):
+        if stragglers:
+            raise ValueError("--straggler with --background: not modelled together; "
+                             "drop one of them")
         from tuner.cli._background import shared_prediction
 
         shared = shared_prediction(args, job, fabric, hw, calibration, placement, comm, bar)
         pred = shared.prediction
     else:
         pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                       comm_model=comm_model, progress=say)
+                       comm_model=comm_model, progress=say, stragglers=stragglers or None)
     bar.close()
     if args.json:
         out = pred.to_json()
@@ -180,9 +212,10 @@ def run(args: argparse.Namespace) -> int:
             out["background"] = shared.background
         out["fabric"] = fabric.name if fabric is not None else None
         out["comm_model"] = comm
+        out["hardware"] = hw.name
         print_json(out)
         return 0
-    _print_human(pred, fabric, comm)
+    _print_human(pred, fabric, comm, hw.name)
     if shared is not None:
         from tuner.cli._background import print_background
 
@@ -209,10 +242,10 @@ def _read_placement(path: str, fabric=None, world: int | None = None) -> list[in
     return placement_positions(path, fabric, world)
 
 
-def _print_human(pred, fabric, comm: str) -> None:
+def _print_human(pred, fabric, comm: str, hw_name: str) -> None:
     j = pred.job
     sc = pred.schedule
-    print(f"{pred.model_name or j['model']} on {pred.gpus} x {j['gpu']} (tp {j['tp']}, "
+    print(f"{pred.model_name or j['model']} on {pred.gpus} x {hw_name} (tp {j['tp']}, "
           f"cp {j.get('cp', 1)}, ep {j.get('ep', 1)}, pp {j['pp']}, dp {j['dp']}"
           f"{', sp' if j.get('sequence_parallel') else ''}{', fsdp' if j.get('fsdp') else ''}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "

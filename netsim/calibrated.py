@@ -1,0 +1,95 @@
+"""The newcomer's loop: trace a run, calibrate on it, predict it.
+
+- ``default_host_cores``: CPU traces whose ``host`` records say how many cores the ranks shared
+  need the shared-host model (``netsim calibrate --host-cores``); this is the default.
+- ``fit_warnings``: fits that explain their points poorly, each with what to add.
+- ``hardware_for``: the hardware a calibration describes; applying it to other hardware is
+  refused (a CPU calibration cannot price an A100).
+- ``job_like``: the job a trace ran (``netsim predict --like TRACE_DIR``), with the cores that
+  were left to it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from netsim.traces import TraceRun
+
+POOR_REL_RMS = 0.3
+"""A fit whose relative RMS residual exceeds this explains its points poorly."""
+
+
+def default_host_cores(runs: list[TraceRun]) -> float | None:
+    """Cores the ranks of CPU runs shared (their host records), or None (GPU runs, unknown)."""
+    if not runs or any(str(r.meta.get("device", "")).split(":")[0] != "cpu" for r in runs):
+        return None
+    cores = [r.host.get("host_cores") for r in runs]
+    if any(c is None for c in cores):
+        return None
+    return float(max(cores))
+
+
+def fit_warnings(cal, runs: list[TraceRun]) -> list[str]:
+    """One line per poor or under-determined fit, saying what to add."""
+    out = []
+    for key, f in cal.comm.items():
+        if f.rel_rms > POOR_REL_RMS:
+            out.append(f"comm {key}: relative RMS residual {f.rel_rms:.2f} over {f.points} "
+                       "points: message sizes alone do not explain these calls; add a "
+                       "microbenchmark (python -m trainer.bench --nproc N -b 1KiB -e 16MiB -o "
+                       "bench.json, then calibrate on it too) or runs with other --seq / "
+                       "--micro-batches")
+        elif f.points < 2:
+            out.append(f"comm {key}: one message size only: the latency and the bandwidth are "
+                       "not separated; add runs with another --seq or --hidden")
+    for key, f in cal.compute.items():
+        if f.points < 2:
+            out.append(f"compute {key}: fitted on one shape: per-task overhead and throughput "
+                       "are not separated; add a run with another --hidden or --seq")
+        elif f.rel_rms > POOR_REL_RMS:
+            out.append(f"compute {key}: relative RMS residual {f.rel_rms:.2f}: add runs")
+    h = cal.host
+    if h and h.get("rel_rms", 0.0) > POOR_REL_RMS:
+        out.append(f"host model: relative RMS residual {h['rel_rms']:.2f} over {h['points']} "
+                   "rank-steps; add runs of other layouts (tp, pp, dp) on this host")
+    it = h.get("iteration_fit") if h else None
+    if isinstance(it, dict) and "skipped" in it:
+        out.append(f"host model not refitted on iteration times ({it['skipped']}, have "
+                   f"{it['runs']}): add runs of other layouts for a closer fit")
+    if math.isinf(cal.host_cores) and default_host_cores(runs) is None and any(
+            str(r.meta.get("device", "")).startswith("cpu") for r in runs):
+        out.append("CPU traces without the cores the ranks shared: pass --host-cores C")
+    return out
+
+
+def hardware_for(cal, gpu: str | None):
+    """The hardware a prediction with ``cal`` prices: the calibrated machine, or ``gpu``.
+
+    Raises ValueError when ``gpu`` names other hardware than the calibration's (a calibration
+    fitted on CPU ranks applied to a GPU preset).
+    """
+    from netsim.hardware import get_hardware
+
+    info: dict[str, Any] = getattr(cal, "hardware_info", {}) or {}
+    if not info:  # a calibration from before hardware was recorded
+        return get_hardware(gpu or "a100")
+    if gpu is not None and info.get("device") != "cuda":
+        raise ValueError(f"the calibration was fitted on {info.get('name')} "
+                         f"({info.get('device')} ranks), not on {gpu}: leave out --gpu to "
+                         f"predict the calibrated hardware, or calibrate on {gpu} traces")
+    return get_hardware(gpu) if gpu is not None else cal.hardware()
+
+
+def job_like(path: str, overrides: dict[str, Any]):
+    """(JobSpec of the run in ``path``, the cores left to it or None); ``overrides`` (the
+    predict flags given) replace its fields."""
+    import dataclasses
+
+    from netsim.calibration import job_from_trace
+    from netsim.kineto import read_traces
+
+    run = read_traces(path)
+    job = job_from_trace(run)
+    job = dataclasses.replace(job, **{k: v for k, v in overrides.items() if v is not None})
+    return job, run.host.get("available_cores")

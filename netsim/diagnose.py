@@ -1,0 +1,437 @@
+"""Find stragglers, slow links and rank skew in a training run's traces (``netsim diagnose``).
+
+Input is a :class:`netsim.traces.TraceRun`, read from native trainer traces or from
+torch.profiler traces (``netsim.kineto``). Every statistic is robust (medians, a sign test),
+and compares like with like, as MegaScale's per-rank heat maps do (Jiang et al. 2024,
+section 4):
+
+- **compute and communication per rank and step**: a rank's compute is the sum of its compute
+  records (forward, backward, optimizer) minus the blocking collectives inside them (a forward
+  record holds its block's tensor-parallel all-reduces, and waiting there is not compute); its
+  communication is the sum of its blocking collectives (waits included). Records that carry
+  the thread's CPU time (``cpu_s``: the CPU trainer) count that instead: on a host whose cores
+  the ranks time-slice, wall time measures the scheduler as much as the rank.
+- **stragglers**: ranks of one role (the same pipeline stage: the same work) compared step by
+  step with the median of the *other* ranks of the role; ``slowdown`` is the median ratio over
+  steps; ``confidence`` is one minus the sign test's p-value of "the rank is above its peers
+  by at least half the threshold (5% for stragglers) in k of n steps". When the stages are too small to compare
+  (fewer than ``MIN_PEERS`` ranks) they are not assessed, and the report says so (comparing
+  across stages measured each stage's place in the pipeline schedule, not its ranks).
+- **slow links**: the calls of one family (kind, operation, bytes) are compared group against
+  group. A group's time of a step is the *shortest* of its members' median call durations:
+  the member that arrived last waited least, so a late member (a straggler) does not make its
+  group look slow, while a slow link delays every member. Point-to-point transfers are timed
+  by their sends (sender, receiver), leaving out sends posted together with a receive (the
+  1F1B exchanges wait for both, so such a send's end is the receive's). Slowdown and
+  confidence as for stragglers.
+- **skew at the last data-parallel reduction** of each step: the spread of its start times
+  over the members of each DP group (clocks aligned on the world's loss all-reduce), and which
+  rank came last.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from netsim.traces import RankTrace, TraceRun
+
+COMPUTE_PHASES = ("forward", "backward", "optimizer")
+MIN_PEERS = 3
+"""Smallest role (ranks) or family (groups) compared."""
+STRAGGLER_SLOWDOWN = 1.1
+"""A rank this much slower than its peers is named (MegaScale removed hosts ~10% slower)."""
+LINK_SLOWDOWN = 2.0
+"""A group this much slower than the other groups of its family is named (a 400G port
+trained down to 200G doubles its transfers' time)."""
+MIN_CONFIDENCE = 0.99
+NOISE_SIGMAS = 3.0
+"""A slowdown must stand this many standard errors of its family's noise above 1."""
+
+
+@dataclass
+class StepTimes:
+    """Per-rank, per-step seconds (rows: ranks in trace order; columns: ``steps``)."""
+
+    steps: list[int]
+    compute_s: np.ndarray
+    comm_s: np.ndarray
+    layer_s: np.ndarray
+    """Mean compute of one transformer-layer record (forward or backward), per rank-step."""
+
+
+@dataclass
+class Straggler:
+    rank: int
+    host: str
+    slowdown: float
+    confidence: float
+    role: str = ""
+
+
+@dataclass
+class SlowLink:
+    ranks: list[int]
+    slowdown: float
+    confidence: float = 0.0
+    family: str = ""
+
+
+@dataclass
+class Diagnosis:
+    """What ``netsim diagnose`` reports (``to_json`` gives the contract keys first)."""
+
+    times: StepTimes
+    ranks: list[int]
+    hosts: list[str]
+    stragglers: list[Straggler] = field(default_factory=list)
+    slow_links: list[SlowLink] = field(default_factory=list)
+    dp_skew: dict[str, Any] = field(default_factory=dict)
+    whatif: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stragglers": [{"rank": s.rank, "host": s.host, "slowdown": s.slowdown,
+                            "confidence": s.confidence, "role": s.role}
+                           for s in self.stragglers],
+            "slow_links": [{"ranks": sl.ranks, "slowdown": sl.slowdown,
+                            "confidence": sl.confidence, "family": sl.family}
+                           for sl in self.slow_links],
+            "whatif": self.whatif,
+            "dp_skew": self.dp_skew,
+            "per_rank": [{"rank": r, "host": h,
+                          "compute_s": self.times.compute_s[i].tolist(),
+                          "comm_s": self.times.comm_s[i].tolist()}
+                         for i, (r, h) in enumerate(zip(self.ranks, self.hosts, strict=True))],
+            "steps": self.times.steps,
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+def _blocking(rank: RankTrace) -> list[tuple[float, float]]:
+    return sorted((c["start_s"], c["end_s"]) for c in rank.collectives if not c.get("overlapped"))
+
+
+def _overlap_s(spans: list[tuple[float, float]], s: float, e: float) -> float:
+    return sum(max(0.0, min(ce, e) - max(cs, s)) for cs, ce in spans if cs < e and ce > s)
+
+
+def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
+    """Compute and communication seconds of every rank and step (steps < ``skip`` dropped)."""
+    steps = sorted({c["step"] for r in run.ranks for c in r.compute if c["step"] >= skip})
+    if not steps:
+        steps = sorted({c["step"] for r in run.ranks for c in r.compute})
+    col = {s: j for j, s in enumerate(steps)}
+    n = len(run.ranks)
+    comp, comm = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
+    layer_sum, layer_n = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
+    for i, rank in enumerate(run.ranks):
+        spans = _blocking(rank)
+        for c in rank.compute:
+            j = col.get(c["step"])
+            if j is None or c["phase"] not in COMPUTE_PHASES:
+                continue
+            t = c.get("cpu_s")
+            if t is None:
+                t = max(0.0, c["end_s"] - c["start_s"] - _overlap_s(spans, c["start_s"],
+                                                                    c["end_s"]))
+            comp[i, j] += t
+            if c.get("name", "layer") == "layer" and c["phase"] != "optimizer":
+                layer_sum[i, j] += t
+                layer_n[i, j] += 1
+        for c in rank.collectives:
+            j = col.get(c["step"])
+            if j is not None and not c.get("overlapped"):
+                comm[i, j] += c["end_s"] - c["start_s"]
+    layer = np.divide(layer_sum, layer_n, out=np.zeros_like(layer_sum), where=layer_n > 0)
+    return StepTimes(steps=steps, compute_s=comp, comm_s=comm, layer_s=layer)
+
+
+def max_confidence(k: int, n: int, rows: int) -> float:
+    """One minus P(a given row of ``rows`` exchangeable rows is the largest in at least ``k``
+    of ``n`` steps): the binomial tail with p = 1 / rows."""
+    if n == 0:
+        return 0.0
+    p = 1.0 / rows
+    tail = sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k, n + 1))
+    return 1.0 - tail
+
+
+def sign_confidence(k: int, n: int) -> float:
+    """One minus P(at least ``k`` of ``n`` fair coin flips come up heads)."""
+    return max_confidence(k, n, 2)
+
+
+def noise_sigma(values: np.ndarray) -> float:
+    """Robust spread (1.4826 MAD) of log(value / the step's median over rows), pooled."""
+    logs = np.log(np.maximum(values, 1e-12))
+    dev = (logs - np.median(logs, axis=0)).ravel()
+    return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
+
+
+def outliers(values: np.ndarray, threshold: float,
+             leave_one_out: bool = False) -> list[tuple[int, float, float]]:
+    """Rows of ``values`` (members x steps, > 0) slower than the other rows.
+
+    A row's ratio of a step is its value over the median of the other rows; its slowdown is
+    the median ratio over steps. Its confidence is one minus the chance that an ordinary row
+    (exchangeable with the others) is the largest of all rows, by at least half the threshold,
+    in as many steps as it was (``max_confidence``). Returns (row, slowdown, confidence) for
+    every row whose slowdown is at least ``threshold`` and at least ``NOISE_SIGMAS`` standard
+    errors of the step-to-step noise (``noise_sigma`` over all rows; a median over ``n`` steps
+    has a standard error of 1.2533 sigma / sqrt(n)), and whose confidence is at least
+    ``MIN_CONFIDENCE``. ``leave_one_out``: the noise of a row's test is that of the other
+    rows (when the rows are few, one slow row would widen the pooled spread).
+    """
+    rows, n = values.shape
+    out = []
+    if rows < MIN_PEERS or n == 0:
+        return out
+    floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(values) / math.sqrt(n))
+    top = values.argmax(axis=0)
+    for i in range(rows):
+        others = np.median(np.delete(values, i, axis=0), axis=0)
+        ok = others > 0
+        if not ok.any():
+            continue
+        ratio = values[i, ok] / others[ok]
+        slow = float(np.median(ratio))
+        if leave_one_out:
+            rest = np.delete(values, i, axis=0)
+            floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(rest) / math.sqrt(n))
+        if slow < max(threshold, floor):
+            continue
+        k = int(np.sum((top[ok] == i) & (ratio >= 1.0 + (threshold - 1.0) / 2)))
+        conf = max_confidence(k, int(ok.sum()), rows)
+        if conf >= MIN_CONFIDENCE:
+            out.append((i, slow, conf))
+    return out
+
+
+def _rank_ids(run: TraceRun) -> tuple[list[int], list[str]]:
+    return ([r.meta["rank"] for r in run.ranks], [str(r.meta.get("host", "?")) for r in run.ranks])
+
+
+def find_stragglers(run: TraceRun, times: StepTimes,
+                    threshold: float = STRAGGLER_SLOWDOWN) -> list[Straggler]:
+    """Ranks slower than the other ranks of their role (module doc)."""
+    ranks, hosts = _rank_ids(run)
+    stage = [r.meta.get("pp_rank", 0) for r in run.ranks]
+    roles = defaultdict(list)
+    for i, s in enumerate(stage):
+        roles[s].append(i)
+    groups = [(f"stage {s}", idx, times.compute_s[idx]) for s, idx in sorted(roles.items())
+              if len(idx) >= MIN_PEERS]
+    out = []
+    for role, idx, values in groups:
+        for row, slow, conf in outliers(values, threshold):
+            i = idx[row]
+            out.append(Straggler(rank=ranks[i], host=hosts[i], slowdown=slow, confidence=conf,
+                                 role=role))
+    return sorted(out, key=lambda s: -s.slowdown)
+
+
+def _call_durations(run: TraceRun, skip: int) -> dict[tuple, dict[tuple, dict[int, list]]]:
+    """{family: {group: {step: [per-member median duration]}}}."""
+    per: dict[tuple, dict[tuple, dict[tuple, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list)))
+    kinds = {c["kind"] for r in run.ranks for c in r.collectives}
+    skip_kinds = {"other"} if kinds & {"tp", "dp"} else set()
+    for i, rank in enumerate(run.ranks):
+        for c in rank.collectives:
+            if c["step"] < skip or len(c["group"]) < 2 or c["op"] in ("send", "recv") \
+                    or c["kind"] in skip_kinds:
+                continue
+            op = c["op"]
+            group = tuple(sorted(c["group"]))
+            fam = (c["kind"], op, int(c["bytes"]))
+            per[fam][group][(c["step"], i)].append(c["end_s"] - c["start_s"])
+    out: dict[tuple, dict[tuple, dict[int, list]]] = {}
+    for fam, groups in per.items():
+        out[fam] = {}
+        for g, cells in groups.items():
+            by_step: dict[int, list[float]] = defaultdict(list)
+            for (step, _member), ts in cells.items():
+                by_step[step].append(float(np.median(ts)))
+            out[fam][g] = by_step
+    return out
+
+
+def find_slow_links(run: TraceRun, skip: int = 1,
+                    threshold: float = LINK_SLOWDOWN) -> list[SlowLink]:
+    """Collective groups (or send/receive pairs) slower than the others of their family."""
+    out = []
+    for (kind, op, size), groups in _call_durations(run, skip).items():
+        names = sorted(groups)
+        steps = sorted({s for g in names for s in groups[g]})
+        if len(names) < MIN_PEERS or not steps:
+            continue
+        values = np.array([[min(groups[g][s]) if groups[g].get(s) else np.nan for s in steps]
+                           for g in names])
+        keep = ~np.isnan(values).any(axis=0)
+        for row, slow, conf in outliers(values[:, keep], threshold, leave_one_out=True):
+            out.append(SlowLink(ranks=list(names[row]), slowdown=slow, confidence=conf,
+                                family=f"{kind} {op} {size} B"))
+    return _merge_links(out)
+
+
+def _merge_links(links: list[SlowLink]) -> list[SlowLink]:
+    """One entry per group of ranks (its largest slowdown over the families it is slow in)."""
+    best: dict[tuple, SlowLink] = {}
+    for sl in links:
+        key = tuple(sl.ranks)
+        if key not in best or sl.slowdown > best[key].slowdown:
+            best[key] = sl
+    return sorted(best.values(), key=lambda s: -s.slowdown)
+
+
+def last_dp_skew(run: TraceRun, skip: int = 1) -> dict[str, Any]:
+    """Spread of the start of each step's last data-parallel reduction over its DP group."""
+    from netsim.calibration import _clock_offsets
+
+    offset = _clock_offsets(run)
+    ranks, _ = _rank_ids(run)
+    starts: dict[tuple, dict[int, float]] = defaultdict(dict)  # (step, group) -> rank -> start
+    for i, rank in enumerate(run.ranks):
+        last: dict[int, dict] = {}
+        for c in rank.collectives:
+            if c["kind"] == "dp" and c["op"] in ("reduce_scatter", "all_reduce") \
+                    and c["step"] >= skip:
+                if c["step"] not in last or c["start_s"] >= last[c["step"]]["start_s"]:
+                    last[c["step"]] = c
+        for step, c in last.items():
+            starts[(step, tuple(c["group"]))][ranks[i]] = c["start_s"] - offset[i]
+    skews, late = [], defaultdict(int)
+    for (_step, _group), by_rank in starts.items():
+        if len(by_rank) < 2:
+            continue
+        t = np.array(list(by_rank.values()))
+        skews.append(float(t.max() - t.min()))
+        late[max(by_rank, key=by_rank.get)] += 1
+    if not skews:
+        return {}
+    worst = max(late, key=late.get)
+    return {"median_s": float(np.median(skews)), "max_s": float(np.max(skews)),
+            "samples": len(skews), "most_often_last": {"rank": worst, "times": late[worst]}}
+
+
+def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
+    """Step times, stragglers, slow links and the last-DP-reduction skew of ``run``."""
+    times = step_times(run, skip)
+    ranks, hosts = _rank_ids(run)
+    d = Diagnosis(times=times, ranks=ranks, hosts=hosts)
+    for sl in find_slow_links(run, skip):
+        echo = next((o for o in d.slow_links if set(o.ranks) & set(sl.ranks)), None)
+        if echo is None:
+            d.slow_links.append(sl)
+        else:
+            d.notes.append(f"group {sl.ranks} is x{sl.slowdown:.2f} slower ({sl.family}) but "
+                           f"shares a rank with the slower group {echo.ranks}: taken as its echo")
+    on_links = {r for sl in d.slow_links for r in sl.ranks}
+    for s in find_stragglers(run, times):
+        if s.rank in on_links:
+            d.notes.append(f"rank {s.rank} computes x{s.slowdown:.2f} slower but is a member of "
+                           "a slow group: attributed to the link")
+        else:
+            d.stragglers.append(s)
+    d.dp_skew = last_dp_skew(run, skip)
+    small = sorted({r.meta.get("pp_rank", 0) for r in run.ranks
+                    if sum(q.meta.get("pp_rank", 0) == r.meta.get("pp_rank", 0)
+                           for q in run.ranks) < MIN_PEERS})
+    if small:
+        d.notes.append(f"stages {small} have fewer than {MIN_PEERS} ranks: their stragglers are "
+                       "not assessed")
+    if len(times.steps) < 4:
+        d.notes.append(f"only {len(times.steps)} steps after the warm-up: confidence is low; "
+                       "trace at least 5 steps")
+    return d
+
+
+def plot_heatmap(d: Diagnosis, path) -> None:
+    """Two panels, rank x step: compute and communication seconds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.35 * len(d.ranks) + 2.0))
+    for ax, data, title in ((axes[0], d.times.compute_s, "compute"),
+                            (axes[1], d.times.comm_s, "communication (blocking)")):
+        im = ax.imshow(data * 1e3, aspect="auto", cmap="viridis", interpolation="nearest")
+        ax.set_xticks(range(len(d.times.steps)), [str(s) for s in d.times.steps])
+        ax.set_yticks(range(len(d.ranks)), [f"{r} ({h})" for r, h in zip(d.ranks, d.hosts,
+                                                                        strict=True)])
+        ax.set_xlabel("step")
+        ax.set_ylabel("rank (host)")
+        ax.set_title(f"{title} per rank and step")
+        fig.colorbar(im, ax=ax, label="ms")
+    for s in d.stragglers:
+        axes[0].annotate("straggler", (len(d.times.steps) - 0.5, d.ranks.index(s.rank)),
+                         color="red", fontsize=8, ha="right", va="center")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------------------------------------
+def scaled_job(job, gpus: int):
+    """``job`` at ``gpus`` GPUs: the same model, tp and pp, data parallelism scaled up (global
+    batch with it)."""
+    import dataclasses
+
+    per = job.tp * job.pp
+    if gpus % per or gpus < per:
+        raise ValueError(f"--at-scale {gpus}: must be a multiple of tp x pp = {per}")
+    dp = gpus // per
+    return dataclasses.replace(job, dp=dp, gpus=0, global_batch=job.batch // job.dp * dp)
+
+
+def _rank_at(job, traced_job, rank: int) -> int:
+    """The rank with the same (tp, pp) coordinates as traced ``rank`` in ``job`` (dp rank 0)."""
+    tp_rank = rank % traced_job.tp
+    stage = rank // (traced_job.tp * traced_job.dp)
+    return tp_rank + stage * job.tp * job.dp
+
+
+def whatifs(run: TraceRun, stragglers: list[Straggler], at_scale: int | None = None,
+            calibration=None) -> list[dict[str, Any]]:
+    """MFU before and after replacing each straggler (and all of them) with a healthy rank,
+    predicted at the traced scale and at ``at_scale`` GPUs.
+
+    The workload model is calibrated on ``run`` itself unless ``calibration`` is given; a
+    straggler's compute is ``slowdown`` times slower (``predict(stragglers=...)``).
+    """
+    from netsim.calibration import fit_calibration, job_from_trace
+    from netsim.workload.predict import predict
+
+    if not stragglers:
+        return []
+    cal = calibration or fit_calibration([run])
+    traced = job_from_trace(run)
+    hw = cal.hardware()
+    jobs = [(traced, "traced")] + ([(scaled_job(traced, at_scale), "at scale")]
+                                   if at_scale else [])
+    out = []
+    for job, label in jobs:
+        factors = {_rank_at(job, traced, s.rank): s.slowdown for s in stragglers}
+
+        def mfu(f: dict[int, float], job=job) -> float:
+            return predict(job, hardware=hw, calibration=cal, stragglers=f or None).mfu
+
+        before = mfu(factors)
+        for s in stragglers:
+            rest = {r: f for r, f in factors.items() if r != _rank_at(job, traced, s.rank)}
+            out.append({"action": f"replace rank {s.rank} ({s.host}, x{s.slowdown:.2f}) on "
+                                  f"{job.world} GPUs ({label})",
+                        "mfu_before": before, "mfu_after": mfu(rest), "gpus": job.world})
+        if len(stragglers) > 1:
+            out.append({"action": f"replace all {len(stragglers)} stragglers on {job.world} "
+                                  f"GPUs ({label})",
+                        "mfu_before": before, "mfu_after": mfu({}), "gpus": job.world})
+    return out

@@ -1,0 +1,164 @@
+"""netsim.diagnose on synthetic traces with known stragglers and slow links, predict's
+stragglers, the Kineto reader on a synthetic profiler document, and bad trace directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from netsim.diagnose import diagnose, find_slow_links, outliers, sign_confidence, whatifs
+from netsim.traces import read_trace_dir
+from netsim.workload import JobSpec, predict
+
+MODEL = {"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256, "seq": 32, "vocab": 128}
+
+
+def write_run(d: Path, slow: dict[int, float] | None = None, link: tuple[int, int] | None = None,
+              steps: int = 8, seed: int = 0, world: int = 8, tp: int = 2) -> Path:
+    """tp x dp ranks (pp 1); each step one compute record (10 ms x noise x slowdown) holding
+    one tp all-reduce (1 ms x noise, +4 ms on the group of ``link``); stragglers make their
+    tp partner wait inside the all-reduce, as the real trainer does."""
+    rng = np.random.default_rng(seed)
+    slow = slow or {}
+    d.mkdir(parents=True, exist_ok=True)
+    lines = {r: [{"type": "meta", "schema": "trainer-trace/1", "rank": r, "world_size": world,
+                  "tp": tp, "pp": 1, "dp": world // tp, "model": MODEL, "micro_batches": 1,
+                  "micro_batch_size": 1, "global_batch": world // tp, "tp_rank": r % tp,
+                  "pp_rank": 0, "dp_rank": r // tp, "host": f"h{r // 4}", "order": "tp-dp-pp",
+                  "dtype": "float32"}] for r in range(world)}
+    t = 0.0
+    for step in range(steps):
+        comp = {r: 0.010 * rng.lognormal(0, 0.05) * slow.get(r, 1.0) for r in range(world)}
+        end = t
+        for g0 in range(0, world, tp):
+            group = list(range(g0, g0 + tp))
+            arrive = max(comp[r] for r in group)
+            ar = 0.001 * rng.lognormal(0, 0.1) + (0.004 if link and set(link) <= set(group) else 0)
+            for r in group:
+                s = t + comp[r]
+                e = t + arrive + ar
+                lines[r].append({"type": "collective", "step": step, "op": "all_reduce",
+                                 "kind": "tp", "group": group, "bytes": 4096, "start_s": s,
+                                 "end_s": e, "overlapped": False})
+                lines[r].append({"type": "compute", "step": step, "phase": "forward",
+                                 "name": "layer", "layer": 0, "start_s": t, "end_s": e,
+                                 "flops": 1.0})
+                lines[r].append({"type": "collective", "step": step, "op": "all_reduce",
+                                 "kind": "other", "group": list(range(world)), "bytes": 8,
+                                 "start_s": e, "end_s": e + 1e-4, "overlapped": False})
+                end = max(end, e)
+        for r in range(world):
+            lines[r].append({"type": "iteration", "step": step, "iteration_s": end - t + 1e-4})
+        t = end + 1e-4
+    for r, recs in lines.items():
+        (d / f"trace-rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in recs) + "\n")
+    return d
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clean_runs_name_nobody(tmp_path, seed):
+    d = diagnose(read_trace_dir(write_run(tmp_path, seed=seed)))
+    assert d.stragglers == [] and d.slow_links == []
+
+
+@pytest.mark.parametrize("rank,factor", [(3, 1.2), (6, 1.5)])
+def test_straggler_is_named_alone(tmp_path, rank, factor):
+    d = diagnose(read_trace_dir(write_run(tmp_path, slow={rank: factor})))
+    assert [s.rank for s in d.stragglers] == [rank]
+    assert d.stragglers[0].slowdown == pytest.approx(factor, rel=0.1)
+    assert d.stragglers[0].confidence > 0.9 and d.stragglers[0].host == f"h{rank // 4}"
+    assert d.slow_links == []  # its tp partner waits, but the group's last arrival does not
+
+
+def test_slow_link_is_named_alone(tmp_path):
+    d = diagnose(read_trace_dir(write_run(tmp_path, link=(4, 5))))
+    assert [sl.ranks for sl in d.slow_links] == [[4, 5]] and d.stragglers == []
+    assert d.slow_links[0].slowdown > 3
+
+
+def test_sign_confidence_and_small_families():
+    assert sign_confidence(5, 5) == pytest.approx(1 - 1 / 32)
+    assert sign_confidence(0, 5) == 0.0
+    assert outliers(np.ones((2, 5)), 1.1) == []  # fewer than MIN_PEERS rows: nothing compared
+
+
+def test_find_slow_links_needs_three_groups(tmp_path):
+    run = read_trace_dir(write_run(tmp_path, link=(0, 1), world=4))  # two tp groups only
+    assert find_slow_links(run) == []
+
+
+def test_predict_straggler_costs_time_and_only_its_stage():
+    job = JobSpec(model="gpt3-1.3b", tp=2, pp=2, dp=2, global_batch=16)
+    base = predict(job)
+    slow = predict(job, stragglers={5: 1.5})
+    assert slow.iteration_s > base.iteration_s and slow.mfu < base.mfu
+    assert predict(job, stragglers={5: 1.0}).iteration_s == pytest.approx(base.iteration_s)
+    both = predict(job, stragglers={4: 1.5, 5: 1.2})  # same stage: the larger factor
+    assert both.iteration_s == pytest.approx(slow.iteration_s)
+    with pytest.raises(ValueError, match="outside"):
+        predict(job, stragglers={8: 1.5})
+
+
+def test_whatif_replacing_the_straggler_gains_mfu(tmp_path):
+    run = read_trace_dir(write_run(tmp_path, slow={3: 1.5}))
+    d = diagnose(run)
+    rows = whatifs(run, d.stragglers, at_scale=64)
+    assert len(rows) == 2 and {"action", "mfu_before", "mfu_after"} <= set(rows[0])
+    assert all(r["mfu_after"] > r["mfu_before"] for r in rows)
+    assert rows[1]["gpus"] == 64
+
+
+def test_bad_directories_are_named(tmp_path):
+    d = write_run(tmp_path / "a")
+    (d / "trace-rank3.jsonl").unlink()
+    with pytest.raises(ValueError, match=r"missing rank\(s\) \[3\]"):
+        read_trace_dir(d)
+    d = write_run(tmp_path / "b")
+    other = write_run(tmp_path / "c", world=4)
+    (d / "trace-rank3.jsonl").write_text((other / "trace-rank3.jsonl").read_text())
+    with pytest.raises(ValueError, match=r"trace-rank3.jsonl: from another run"):
+        read_trace_dir(d)
+    d = write_run(tmp_path / "d")
+    text = (d / "trace-rank2.jsonl").read_text()
+    (d / "trace-rank2.jsonl").write_text(text[: len(text) // 2])  # cut mid-line
+    with pytest.raises(ValueError, match=r"trace-rank2.jsonl:\d+: not JSON"):
+        read_trace_dir(d)
+
+
+def test_kineto_reader_on_a_profiler_document(tmp_path):
+    """A minimal Chrome trace as torch.profiler writes it for an NCCL job (record_param_comms
+    with its kernel) and for a foreign job (no trainer_meta): both read, gaps reported."""
+    from netsim.kineto import read_traces
+
+    for rank in range(2):
+        ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1,
+               "tid": 1, "ts": 1000.0, "dur": 5000.0},
+              {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "pid": 1, "tid": 1,
+               "ts": 1090.0, "dur": 40.0, "args": {"Input Dims": [[[1024]]],
+                                                   "Input type": ["TensorList"]}},
+              {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1,
+               "ts": 1100.0, "dur": 10.0,
+               "args": {"Collective name": "allreduce", "In msg nelems": 1024,
+                        "Out msg nelems": 1024, "dtype": "Float", "Group size": 2,
+                        "Process Group Ranks": "[0, 1]", "External id": 7}},
+              {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+               "pid": 0, "tid": 7, "ts": 1120.0, "dur": 300.0, "args": {"External id": 7}},
+              {"ph": "X", "cat": "user_annotation", "name": "megatron/forward", "pid": 1,
+               "tid": 1, "ts": 1500.0, "dur": 100.0}]
+        doc = {"traceEvents": ev, "distributedInfo": {"backend": "nccl", "rank": rank,
+                                                      "world_size": 2}}
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(doc))
+    run = read_traces(tmp_path)
+    assert len(run.ranks[1].collectives) == 1  # the c10d op around it is not counted twice
+    c = run.ranks[1].collectives[0]
+    assert (c["op"], c["bytes"], c["group"], c["step"]) == ("all_reduce", 4096, [0, 1], 4)
+    assert c["end_s"] - c["start_s"] == pytest.approx(320e-6)
+    assert run.ranks[0].iterations[0]["iteration_s"] == pytest.approx(5e-3)
+    assert any("trainer_meta" in n for n in run.notes)
+    assert any("megatron/forward" in n for n in run.notes)
+    (tmp_path / "rank1.json").write_text('{"traceEvents": [')
+    with pytest.raises(ValueError, match=r"rank1.json: not a complete JSON"):
+        read_traces(tmp_path)

@@ -1,0 +1,196 @@
+"""Fault injection and --profile on the real trainer (8 gloo ranks): the injected straggler and
+slow link are named alone by ``netsim diagnose``, a clean run names nobody, the torch.profiler
+traces the trainer writes read back as the native ones and calibrate end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+
+import pytest
+
+from trainer.cli import main
+from trainer.faults import FaultConfig, parse_link
+from trainer.profiling import parse_schedule
+
+STEPS = 8
+
+
+def torchrun(python, env, out, *args, timeout=900):
+    cmd = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "8",
+           "-m", "trainer", "--model", "tiny", "--micro-batches", "4", "--steps", str(STEPS),
+           "--device", "cpu", "--trace-dir", str(out), *args]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def straggler_run(python, subprocess_env, tmp_path_factory):
+    """tp2 pp2 dp2, rank 5 twice as slow, profiled over steps 2-7."""
+    d = tmp_path_factory.mktemp("straggler")
+    torchrun(python, subprocess_env, d / "native", "--tp", "2", "--pp", "2", "--dp", "2",
+             "--global-batch", "8", "--inject-slow-rank", "5", "--slow-factor", "2",
+             "--profile", str(d / "kineto"), "--profile-schedule", "1,1,6")
+    return d
+
+
+@pytest.fixture(scope="module")
+def link_run(python, subprocess_env, tmp_path_factory):
+    """tp2 dp4, rank 2's sends to rank 3 are 10 ms slower (5 ms is at the noise of a busy
+    2-core host: the sweep in experiments/diagnose measures that)."""
+    d = tmp_path_factory.mktemp("link") / "native"
+    return torchrun(python, subprocess_env, d, "--tp", "2", "--dp", "4", "--global-batch", "16",
+                    "--inject-slow-link", "2:3", "--link-delay-us", "10000")
+
+
+@pytest.fixture(scope="module")
+def clean_run(python, subprocess_env, tmp_path_factory):
+    d = tmp_path_factory.mktemp("clean") / "native"
+    return torchrun(python, subprocess_env, d, "--tp", "2", "--pp", "2", "--dp", "2",
+                    "--global-batch", "8", "--seed", "7")
+
+
+def test_straggler_is_named_alone(straggler_run):
+    from netsim.diagnose import diagnose
+    from netsim.traces import read_trace_dir
+
+    run = read_trace_dir(straggler_run / "native")
+    d = diagnose(run)
+    assert [s.rank for s in d.stragglers] == [5] and d.slow_links == []
+    assert d.stragglers[0].slowdown > 1.5
+    assert run.meta["faults"]["slow_rank"] == 5
+    lines = (straggler_run / "native" / "trace-rank5.jsonl").read_text().splitlines()
+    host = json.loads(lines[-1])
+    assert host["type"] == "host" and host["host_cores"] >= 1 and host["ranks_per_host"] == 8
+
+
+def test_slow_link_is_named_alone(link_run):
+    from netsim.diagnose import diagnose
+    from netsim.traces import read_trace_dir
+
+    d = diagnose(read_trace_dir(link_run))
+    assert [sl.ranks for sl in d.slow_links] == [[2, 3]] and d.stragglers == []
+
+
+def test_clean_run_names_nobody(clean_run):
+    from netsim.diagnose import diagnose
+    from netsim.traces import read_trace_dir
+
+    d = diagnose(read_trace_dir(clean_run))
+    assert d.stragglers == [] and d.slow_links == []
+
+
+def test_kineto_traces_hold_what_the_native_ones_hold(straggler_run):
+    """Per profiled step, every rank's collectives (op, kind, bytes) and compute records
+    (phase, name, layer, micro-batch) read from the torch.profiler files equal the native."""
+    from netsim.kineto import read_traces
+    from netsim.traces import read_trace_dir
+
+    native = read_trace_dir(straggler_run / "native")
+    kin = read_traces(straggler_run / "kineto")
+    assert [r.meta["rank"] for r in kin.ranks] == list(range(8))
+    steps = sorted({it["step"] for it in kin.ranks[0].iterations})
+    assert steps == list(range(2, STEPS))
+
+    def calls(rank, step):
+        return Counter((c["op"], c["kind"], c["bytes"], tuple(c["group"]))
+                       for c in rank.collectives if c["step"] == step
+                       and len(c["group"]) < 8)  # the float64 loss: gloo records no dtype
+
+    def comp(rank, step):
+        return Counter((c["phase"], c.get("name"), c["layer"], c.get("microbatch"))
+                       for c in rank.compute if c["step"] == step and c["phase"] != "iteration")
+
+    for nr, kr in zip(native.ranks, kin.ranks, strict=True):
+        for step in steps:
+            assert calls(kr, step) == calls(nr, step)
+            assert comp(kr, step) == comp(nr, step)
+        dp_native = sum(c["overlapped"] for c in nr.collectives if c["step"] in steps)
+        assert sum(c["overlapped"] for c in kr.collectives) == dp_native
+
+
+def test_calibrate_and_diagnose_from_kineto(straggler_run, tmp_path):
+    from tuner.cli import main as netsim
+
+    out = tmp_path / "cal.json"
+    assert netsim(["calibrate", str(straggler_run / "kineto"), "-o", str(out), "--json"]) == 0
+    cal = json.loads(out.read_text())
+    assert {"forward", "backward"} <= set(cal["compute"])
+    assert "all_reduce/server/tp" in cal["comm"] and "send/server/pp" in cal["comm"]
+    assert netsim(["diagnose", str(straggler_run / "kineto"), "--json", "--plot",
+                   str(tmp_path / "p")]) == 0
+    assert (tmp_path / "p" / "heatmap.png").stat().st_size > 0
+
+
+def test_diagnose_cli_json_contract(straggler_run, capsys, tmp_path):
+    from tuner.cli import main as netsim
+
+    assert netsim(["diagnose", str(straggler_run / "native"), "--json", "--at-scale", "64",
+                   "--plot", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [set(s) >= {"rank", "host", "slowdown", "confidence"} for s in out["stragglers"]]
+    assert out["stragglers"][0]["rank"] == 5 and out["slow_links"] == []
+    assert len(out["whatif"]) == 2 and all(w["mfu_after"] > w["mfu_before"]
+                                           for w in out["whatif"])
+    assert {"action", "mfu_before", "mfu_after"} <= set(out["whatif"][0])
+    assert (tmp_path / "heatmap.png").exists()
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["--inject-slow-rank", "3"], "outside the world"),
+    (["--inject-slow-link", "3"], "R:PEER"),
+    (["--inject-slow-rank", "0", "--slow-factor", "0.5"], "slow_factor"),
+    (["--profile", "x", "--profile-schedule", "1,2"], "WAIT,WARMUP,ACTIVE")])
+def test_bad_fault_and_profile_flags(capsys, argv, field):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err
+
+
+def test_fault_config_units():
+    assert parse_link("3:2") == (3, 2)
+    assert parse_schedule("0,1,3") == (0, 1, 3)
+    assert not FaultConfig().active
+    assert FaultConfig(slow_rank=1, slow_factor=1.2).active
+    with pytest.raises(ValueError, match="itself"):
+        FaultConfig(slow_link=(2, 2), link_delay_us=5)
+
+
+def test_newcomer_loop_predicts_its_own_run_within_10_percent(clean_run):
+    """docs/trainer.md's run -> netsim calibrate (defaults) -> netsim predict --like with that
+    calibration: within 10% of the measured median step, on the calibrated host's name."""
+    import numpy as np
+
+    from netsim.calibrated import default_host_cores, hardware_for
+    from netsim.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
+    from netsim.traces import read_trace_dir
+    from netsim.workload import predict
+
+    run = read_trace_dir(clean_run)
+    cores = default_host_cores([run])
+    assert cores is not None and run.host["available_cores"] > 0
+    cal = fit_host_on_iterations(fit_calibration([run], host_cores=cores), [run])
+    hw = hardware_for(cal, None)
+    assert hw.name.startswith("cpu:")
+    hw = hw.replace(host_cores=min(hw.host_cores, run.host["available_cores"]))
+    pred = predict(job_from_trace(run), hardware=hw, calibration=cal)
+    measured = float(np.median(run.iteration_s(skip=1)))
+    assert pred.iteration_s == pytest.approx(measured, rel=0.10)
+
+
+def test_predict_like_cli_names_the_host_and_refuses_other_hardware(clean_run, tmp_path,
+                                                                    capsys):
+    from tuner.cli import main as netsim
+
+    cal = tmp_path / "cal.json"
+    assert netsim(["calibrate", str(clean_run), "-o", str(cal)]) == 0
+    err = capsys.readouterr().err
+    assert "host records" in err and "warning: compute forward: fitted on one shape" in err
+    assert netsim(["predict", "--like", str(clean_run), "--calibration", str(cal)]) == 0
+    out = capsys.readouterr().out
+    assert " x cpu:" in out.splitlines()[0] and "a100" not in out
+    assert netsim(["predict", "--like", str(clean_run), "--calibration", str(cal),
+                   "--gpu", "a100"]) == 2
+    assert "fitted on cpu:" in capsys.readouterr().err

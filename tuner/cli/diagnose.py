@@ -1,0 +1,81 @@
+"""``netsim diagnose TRACE_DIR``: stragglers, slow links and rank skew in a run's traces.
+
+TRACE_DIR holds native trainer traces (``trace-rank*.jsonl``) or torch.profiler Chrome traces
+(``*.json``, e.g. ``kineto-rank*.json`` from ``--profile``). Prints per-rank compute and
+communication per step, the stragglers (rank, host, slowdown, confidence), the slow links, the
+skew at the last data-parallel reduction and what replacing each straggler is worth in MFU.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from tuner.cli._output import add_json_flag, format_table, print_json
+
+
+def register(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "diagnose",
+        help="find stragglers and slow links in trainer or torch.profiler traces",
+        description="Per-rank, per-step compute and communication; stragglers (ranks slower "
+        "than their peers in the same role), slow links (groups slower than their peers), the "
+        "skew at the last data-parallel reduction, and what-ifs through the predictor.",
+    )
+    p.add_argument("trace_dir", metavar="TRACE_DIR", help="native or torch.profiler traces")
+    p.add_argument("--plot", metavar="DIR", help="write the rank x step heat map DIR/heatmap.png")
+    p.add_argument("--at-scale", type=int, metavar="GPUS",
+                   help="also predict the what-ifs at this many GPUs (data parallelism scaled)")
+    p.add_argument("--calibration", help="calibration.json for the what-ifs (default: fitted "
+                   "on the traces themselves)")
+    p.add_argument("--skip", type=int, default=1, help="warm-up steps left out (default 1)")
+    add_json_flag(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from netsim.diagnose import diagnose, plot_heatmap, whatifs
+    from netsim.kineto import read_traces
+
+    run_ = read_traces(args.trace_dir)
+    if args.at_scale is not None and args.at_scale < 1:
+        raise ValueError(f"--at-scale must be a positive GPU count, got {args.at_scale}")
+    d = diagnose(run_, skip=args.skip)
+    d.notes += getattr(run_, "notes", [])
+    cal = None
+    if args.calibration:
+        from netsim.calibration import load_calibration
+
+        cal = load_calibration(args.calibration)
+    d.whatif = whatifs(run_, d.stragglers, args.at_scale, cal)
+    if args.plot:
+        Path(args.plot).mkdir(parents=True, exist_ok=True)
+        plot_heatmap(d, Path(args.plot) / "heatmap.png")
+    if args.json:
+        print_json(d.to_json())
+        return 0
+    _print_human(d, args.plot)
+    return 0
+
+
+def _print_human(d, plot: str | None) -> None:
+    rows = [(f"{r} ({h})", float(d.times.compute_s[i].mean()), float(d.times.comm_s[i].mean()))
+            for i, (r, h) in enumerate(zip(d.ranks, d.hosts, strict=True))]
+    print(f"steps {d.times.steps[0]}..{d.times.steps[-1]}: mean per step")
+    print(format_table(["rank (host)", "compute_s", "comm_s"], rows, floatfmt=".4g"))
+    print("stragglers: " + (", ".join(f"rank {s.rank} ({s.host}) x{s.slowdown:.2f} "
+                                     f"confidence {s.confidence:.2f}" for s in d.stragglers)
+                           or "none"))
+    print("slow links: " + (", ".join(f"{sl.ranks} x{sl.slowdown:.2f} ({sl.family})"
+                                     for sl in d.slow_links) or "none"))
+    if d.dp_skew:
+        k = d.dp_skew
+        print(f"last DP reduction skew: median {k['median_s'] * 1e3:.3g} ms, max "
+              f"{k['max_s'] * 1e3:.3g} ms; last most often: rank {k['most_often_last']['rank']}"
+              f" ({k['most_often_last']['times']} of {k['samples']})")
+    for w in d.whatif:
+        print(f"what-if: {w['action']}: MFU {w['mfu_before']:.4f} -> {w['mfu_after']:.4f}")
+    for note in d.notes:
+        print(f"note: {note}")
+    if plot:
+        print(f"wrote {Path(plot) / 'heatmap.png'}")
