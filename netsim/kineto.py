@@ -79,7 +79,9 @@ def read_kineto_dir(path: str | Path) -> TraceRun:
     docs = [(f, _load(f)) for f in files]
     docs = [(f, doc) for f, doc in docs if doc is not None]
     if not docs:
-        raise ValueError(f"trace {path}: no torch.profiler Chrome trace (*.json with traceEvents)")
+        seen = ", ".join(f.name for f in files[:3]) + (" ..." if len(files) > 3 else "")
+        raise ValueError(f"trace {path}: no torch.profiler Chrome trace (*.json with traceEvents)"
+                         + (f"; {seen}: a JSON object without traceEvents" if files else ""))
     t0 = min(_first_step_ts(doc) for _, doc in docs)
     notes: list[str] = []
     ranks = [_rank_trace(f, doc, t0, notes) for f, doc in docs]
@@ -106,6 +108,8 @@ def _load(f: Path) -> dict | None:
         doc = parse_text(text, "json", source, nonfinite=False)
     except InputError as exc:
         why = str(exc)[len(source) + 2:].removeprefix("not valid JSON: ")
+        if "is not a number a file may hold" in why:  # NaN / Infinity
+            raise InputError(source, problem=why) from None
         raise InputError(source, problem=f"not a complete JSON document ({why}); a truncated "
                          "profiler trace?") from None
     if not isinstance(doc, dict) or "traceEvents" not in doc:
@@ -140,7 +144,7 @@ def _check_doc(doc: dict, source: str) -> None:
         for key, tp in EVENT_FIELDS.items():
             if key in e and not (key == "name" and e.get("ph") != "X"):
                 e[key] = check_value(e[key], tp, source, f"traceEvents[{i}].{key}",
-                                     nonneg if key == "dur" else Rule())
+                                     nonneg if key in ("ts", "dur") else Rule())
     meta = doc.get("trainer_meta")
     if isinstance(meta, str):
         meta = doc["trainer_meta"] = parse_text(meta, "json", f"{source}: trainer_meta")

@@ -18,8 +18,10 @@ refused ("nonsense") or may go either way (a zero, a huge count, a removed key).
     python -m tuner.fuzz --seed 2026 -n 400 --json
     python -m tuner.fuzz --seed 2026 -n 400 --formats all --json   # every format in FORMATS
 
-``FORMATS`` also holds the later formats (Hugging Face ``config.json`` read by
-``predict --model``, and the others as they land); the default run is fabric and job files.
+``FORMATS`` also holds the later formats: ``hf`` (Hugging Face ``config.json``, ``predict
+--model``), ``sweep`` (sweep specs), ``background`` (``RUNNING.yaml``), ``trace`` (cluster
+job-trace CSV) and ``kineto`` (torch.profiler traces, ``diagnose``); the default run is fabric
+and job files.
 """
 
 from __future__ import annotations
@@ -154,6 +156,36 @@ def _trace_cell(key: str, value: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True)
+class KinetoEvent:
+    """The event fields ``netsim.kineto`` reads (the fuzz oracle's schema)."""
+
+    ph: str
+    name: str
+    ts: float
+    dur: float
+    cat: str = "user_annotation"
+    args: dict = dataclasses.field(default_factory=dict)
+
+
+def _kineto_bases() -> list[dict]:
+    """One event of a Chrome trace (mutated, then put after a ProfilerStep range)."""
+    return [{"ph": "X", "cat": "user_annotation", "name": "forward/layer/0/0", "ts": 10.0,
+             "dur": 5.0, "pid": 1, "tid": 1},
+            {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "ts": 20.0, "dur": 8.0,
+             "args": {"Collective name": "allreduce"}}]
+
+
+def _kineto_wrap(event: dict) -> dict:
+    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0.0,
+            "dur": 100.0}
+    return {"traceEvents": [step, event], "distributedInfo": {"rank": 0, "world_size": 1}}
+
+
+def _kineto_argv(path: str) -> list[str]:
+    return ["diagnose", str(Path(path).parent), "--json"]
+
+
+@dataclasses.dataclass(frozen=True)
 class Format:
     """A fuzzed input format: its valid starting points, its schema, the command reading it."""
 
@@ -198,6 +230,10 @@ def _running_schema(data: dict) -> type:
     return RunningEntry
 
 
+def _kineto_schema(data: dict) -> type:
+    return KinetoEvent
+
+
 def _trace_schema(data: dict) -> type:
     from tuner.cluster import TraceRow
 
@@ -220,6 +256,8 @@ FORMATS: dict[str, Format] = {
     "trace": Format(_trace_bases, _trace_schema, _trace_argv, suffixes=(".csv",),
                     required=("arrival_s", "duration_s", "gpus"), dump=_csv_dump,
                     as_read=_trace_cell, extra_keys_ok=True),
+    "kineto": Format(_kineto_bases, _kineto_schema, _kineto_argv, suffixes=(".json",),
+                     required=(), wrap=_kineto_wrap, extra_keys_ok=True),
 }
 DEFAULT_FORMATS = ("fabric", "job")
 
@@ -277,7 +315,9 @@ def _value_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> 
     value = pool[int(rng.integers(len(pool)))]
     data = {**base, key: value}
     seen = FORMATS[fmt].as_read(key, value)
-    return Case(fmt, f"{key}: {value!r}", _is_nonsense(seen, hints.get(key, Any), key),
+    ignored = key not in hints and FORMATS[fmt].extra_keys_ok  # a key the reader skips
+    return Case(fmt, f"{key}: {value!r}", not ignored and _is_nonsense(seen, hints.get(key, Any),
+                                                                       key),
                 _dump(data, suffix, fmt), suffix, key)
 
 

@@ -769,6 +769,85 @@ test_running_refused, test_running_refused_slow = _both(_running_refused, bad_ru
 
 
 # ---------------------------------------------------------------------------------------------
+# torch.profiler Kineto traces (netsim.kineto): no saver; valid documents load to one rank per
+# file with one iteration per ProfilerStep range
+
+
+@st.composite
+def kineto_docs(draw) -> dict:
+    steps = draw(st.integers(1, 4))
+    t, events = float(draw(st.integers(0, 10**6))), []
+    for k in range(steps):
+        dur = float(draw(st.integers(1, 10**5)))
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{k + 1}",
+                       "ts": t, "dur": dur, "pid": 1, "tid": 1})
+        t += dur
+    return {"traceEvents": events, "distributedInfo": {"rank": 0, "world_size": 1}}
+
+
+def _write_kineto(doc) -> Path:
+    d = Path(tempfile.mkdtemp(prefix="inputs-"))
+    (d / "kineto-rank0.json").write_text(json.dumps(doc), encoding="utf-8")
+    return d
+
+
+def _kineto_loads(doc):
+    from netsim.kineto import read_traces
+
+    run = read_traces(_write_kineto(doc))
+    assert [r.meta["rank"] for r in run.ranks] == [0]
+    steps = [e for e in doc["traceEvents"] if e["name"].startswith("ProfilerStep")]
+    assert [round(i["iteration_s"] * 1e6, 6) for i in run.ranks[0].iterations] == \
+        [round(e["dur"], 6) for e in steps]
+
+
+test_kineto_loads, test_kineto_loads_slow = _both(_kineto_loads, kineto_docs())
+
+_BAD_EVENT = {"ts": ["abc", None, [1], {"a": 1}, True], "dur": ["abc", -5, [1], True],
+              "name": [5, [1], None], "ph": [5, [1]]}
+
+
+@st.composite
+def bad_kineto_docs(draw):
+    doc = draw(kineto_docs())
+    kind = draw(st.sampled_from(["event", "events", "rank", "meta"]))
+    if kind == "events":
+        return {**doc, "traceEvents": draw(st.sampled_from([5, "abc", {"a": 1}, [7]]))}, \
+            "traceEvents"
+    if kind == "rank":
+        return {**doc, "distributedInfo": {"rank": draw(st.sampled_from(["x", -1, 2.5, None])),
+                                           "world_size": 1}}, "distributedInfo"
+    if kind == "meta":
+        return {**doc, "trainer_meta": draw(st.sampled_from(["{bad", 7, [1], {"a": 1}]))}, \
+            "trainer_meta"
+    key = draw(st.sampled_from(sorted(_BAD_EVENT)))
+    events = [dict(e) for e in doc["traceEvents"]]
+    events[draw(st.integers(0, len(events) - 1))][key] = draw(st.sampled_from(_BAD_EVENT[key]))
+    return {**doc, "traceEvents": events}, key
+
+
+def _kineto_refused(case):
+    doc, key = case
+    d = _write_kineto(doc)
+    _assert_refused(["diagnose", str(d)], d / "kineto-rank0.json", key)
+
+
+test_kineto_refused, test_kineto_refused_slow = _both(_kineto_refused, bad_kineto_docs())
+
+
+@pytest.mark.parametrize("cut", [0.1, 0.5, 0.99])
+def test_truncated_kineto_trace_is_one_line(cut):
+    doc = {"traceEvents": [{"ph": "X", "name": "ProfilerStep#1", "ts": 0, "dur": 10}] * 3,
+           "distributedInfo": {"rank": 0, "world_size": 1}}
+    d = _write_kineto(doc)
+    text = (d / "kineto-rank0.json").read_text()
+    (d / "kineto-rank0.json").write_text(text[: max(1, int(len(text) * cut))])
+    rc, err = _cli(["diagnose", str(d)])
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "kineto-rank0.json" in err and "truncated" in err
+
+
+# ---------------------------------------------------------------------------------------------
 # File-level refusals shared by every format
 
 
