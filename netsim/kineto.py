@@ -99,7 +99,6 @@ def _load(f: Path) -> dict | None:
     ``None`` for a JSON file that is not a profiler trace."""
     from inputspec import InputError, read_text
     from inputspec.core import parse_text
-
     from netsim.traces import MAX_TRACE_BYTES
 
     source = f"profiler trace {f}"
@@ -129,8 +128,7 @@ def _check_doc(doc: dict, source: str) -> None:
     import json
 
     from inputspec import InputError, check_value
-    from inputspec.core import parse_text
-    from inputspec.core import Rule
+    from inputspec.core import Rule, parse_text
 
     events = doc["traceEvents"]
     if not isinstance(events, list):

@@ -25,7 +25,6 @@ plain one, exactly.
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from typing import Any
 import numpy as np
 
 from inputspec import rule
-
 from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
 
 
@@ -90,18 +88,18 @@ def read_placement_file(path, fabric) -> np.ndarray:
 class RunningEntry:
     """One job of ``RUNNING.yaml`` (``inputspec`` schema; ``job`` is checked as a job file)."""
 
-    job: typing.Union[str, typing.Dict[str, Any]] = rule(example="tiny")
-    name: typing.Union[str, int, None] = rule(None, example="a")
-    gpus: typing.Union[str, typing.List[typing.Union[int, str]], None] = rule(
+    job: str | dict[str, Any] = rule(example="tiny")
+    name: str | int | None = rule(None, example="a")
+    gpus: str | list[int | str] | None = rule(
         None, example="0-63")
-    placement: typing.Optional[str] = rule(None, example="b.txt")
+    placement: str | None = rule(None, example="b.txt")
 
 
 @dataclass(frozen=True)
 class RunningFile:
     """``RUNNING.yaml``: the jobs already on the fabric (``inputspec`` schema)."""
 
-    jobs: typing.List[RunningEntry] = rule(
+    jobs: list[RunningEntry] = rule(
         default_factory=list, example=[{"name": "a", "job": "tiny", "gpus": "0-63"}])
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import heapq
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,12 +85,12 @@ class TraceRow:
 
     arrival_s: float = rule(min=0, example=0.0)
     duration_s: float = rule(gt=0, example=3600.0)
-    name: typing.Optional[str] = rule(None, example="j0")
-    gpus: typing.Optional[int] = rule(None, min=8, max=2**24, example=64)
-    model: typing.Optional[str] = rule(None, example="gpt3-1.3b")
-    tp: typing.Optional[int] = rule(None, min=1, max=2**24, example=8)
-    pp: typing.Optional[int] = rule(None, min=1, max=2**24, example=1)
-    dp: typing.Optional[int] = rule(None, min=1, max=2**24, example=8)
+    name: str | None = rule(None, example="j0")
+    gpus: int | None = rule(None, min=8, max=2**24, example=64)
+    model: str | None = rule(None, example="gpt3-1.3b")
+    tp: int | None = rule(None, min=1, max=2**24, example=8)
+    pp: int | None = rule(None, min=1, max=2**24, example=1)
+    dp: int | None = rule(None, min=1, max=2**24, example=8)
 
 
 _NUMERIC = {"arrival_s": float, "duration_s": float, "gpus": int, "tp": int, "pp": int,

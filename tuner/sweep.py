@@ -397,7 +397,7 @@ class SampleKeys:
 
     n: int = rule(min=1, max=10**6, example=20)
     seed: int = rule(min=0, max=2**63 - 1, example=7)
-    space: typing.Dict[str, Any] = rule(example={"load": {"low": 0.1, "high": 0.9}})
+    space: dict[str, Any] = rule(example={"load": {"low": 0.1, "high": 0.9}})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -410,19 +410,20 @@ class RangeKeys:
     int: bool = False
 
 
+_List = typing.List  # noqa: UP006 - SpecKeys has a field named list, which shadows the builtin
+
+
 @dataclasses.dataclass(frozen=True)
 class SpecKeys:
     """The keys of a sweep spec file and their types (``inputspec`` schema); the checks
     across keys stay in :func:`parse_spec`."""
 
-    command: typing.Optional[str] = rule(None, example="simulate")
-    function: typing.Optional[str] = rule(None, example="tests.tuner.sweep_fns:square")
-    args: typing.Optional[typing.Dict[str, Any]] = rule(None, example={"fabric": "fat-tree-k4"})
-    grid: typing.Optional[typing.Dict[str, typing.List[Any]]] = rule(
-        None, example={"load": [0.5, 0.9]})
-    list: typing.Optional[typing.List[typing.Dict[str, Any]]] = rule(
-        None, example=[{"load": 0.5}])
-    sample: typing.Optional[SampleKeys] = None
+    command: str | None = rule(None, example="simulate")
+    function: str | None = rule(None, example="tests.tuner.sweep_fns:square")
+    args: dict[str, Any] | None = rule(None, example={"fabric": "fat-tree-k4"})
+    grid: dict[str, _List[Any]] | None = rule(None, example={"load": [0.5, 0.9]})
+    list: _List[dict[str, Any]] | None = rule(None, example=[{"load": 0.5}])
+    sample: SampleKeys | None = None
 
 
 def check_spec_keys(raw: Any, source: str) -> None:
