@@ -89,7 +89,7 @@ class RunningEntry:
     """One job of ``RUNNING.yaml`` (``inputspec`` schema; ``job`` is checked as a job file)."""
 
     job: str | dict[str, Any] = rule(example="tiny")
-    name: str | int | None = rule(None, example="a")
+    name: str | None = rule(None, example="a")
     gpus: str | list[int | str] | None = rule(
         None, example="0-63")
     placement: str | None = rule(None, example="b.txt")
@@ -110,9 +110,18 @@ def _job_spec(entry: RunningEntry, base: Path, where: str):
     spec = entry.job
     if isinstance(spec, dict):
         return JobSpec.from_dict(spec, source=f"{where}.job")
+    from inputspec import InputError
+
     rel = base / spec
     name = str(rel) if rel.is_file() else spec
-    return JobSpec.from_dict(read_job_dict(name), source=job_source(name))
+    try:
+        data = read_job_dict(name)
+    except InputError as exc:
+        if exc.source.startswith("--job"):  # neither a file nor a packaged name
+            raise InputError(f"{where}.job", problem=f"{spec!r}: no such file (relative to "
+                             "the background file) and no packaged job of that name") from None
+        raise
+    return JobSpec.from_dict(data, source=job_source(name))
 
 
 def load_background(path, fabric) -> list[BackgroundJob]:

@@ -113,7 +113,7 @@ def _sweep_argv(path: str) -> list[str]:
 def _running_bases() -> list[dict]:
     """Entries of RUNNING.yaml (mutated, then wrapped as ``{jobs: [entry]}``)."""
     return [{"name": "a", "job": "tiny", "gpus": "64-127"},
-            {"name": "b", "job": {"model": "tiny", "tp": 1, "pp": 1, "dp": 2}, "gpus": [0, 8]}]
+            {"name": "b", "job": {"model": "tiny", "tp": 1, "pp": 1, "dp": 2}, "gpus": [64, 72]}]
 
 
 def _running_argv(path: str) -> list[str]:
@@ -270,6 +270,9 @@ def _is_nonsense(value: Any, tp: Any, key: str) -> bool:
     """True when ``value`` can never be right for a key of annotation ``tp``."""
     args = typing.get_args(tp)
     optional = type(None) in args
+    members = [a for a in args if a is not type(None)]
+    if len(members) > 1 and value is not None:  # str | int: nonsense for every member
+        return all(_is_nonsense(value, m, key) for m in members)
     base = next((a for a in args if a is not type(None)), tp) if args and optional else tp
     if value is None:
         return not optional
