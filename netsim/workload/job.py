@@ -217,7 +217,7 @@ def validate(job: JobSpec) -> None:
         raise ValueError(f"hidden {model.hidden} / heads {model.heads} not divisible by tp {job.tp}")
     validate_parallel(job, model)
     if job.batch % (job.dp * job.micro_batch):
-        raise ValueError(f"global batch {job.batch} not divisible by dp x micro_batch = "
+        raise ValueError(f"global_batch {job.batch} not divisible by dp x micro_batch = "
                          f"{job.dp * job.micro_batch}")
     if job.virtual_stages > 1 and job.micro_batches % job.pp:
         raise ValueError(f"interleaved schedule needs micro-batches ({job.micro_batches}) "
