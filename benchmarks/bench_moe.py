@@ -10,7 +10,8 @@ on the fly for sizes without a file). The job is the packaged ``deepseek-v3`` jo
 pp 16, ep 64, dp = gpus / 16) on A100 profiles (the fabric's 200G NICs).
 
 ``a2a``: one ``FlowCommModel`` batch of every EP group's all-to-all of the job (all stages at
-once: gpus / 64 groups of 64), i.e. what ``predict`` prices for the ``ep`` kind.
+once: gpus / 64 groups of 64), i.e. what ``predict`` prices for the ``ep`` kind;
+``a2a-random``: the same groups on a random permutation of the GPUs (seed 0).
 ``predict``: ``netsim.workload.predict`` of the whole iteration with the flow engine.
 
 Printed per case: wall and CPU seconds (the host is shared: CPU time is the figure to read,
@@ -50,9 +51,11 @@ build_s = time.perf_counter() - t0
 job = load_job("deepseek-v3", dp=n // 16, gpu="a100")
 t0, c0 = time.perf_counter(), time.process_time()
 cm = FlowCommModel(fabric, A100)
-if what == "a2a":
+if what in ("a2a", "a2a-random"):
     from netsim.workload.predict import ep_bytes
-    g4 = gpu_grid(job)
+    place = (__import__("numpy").random.default_rng(0).permutation(n) if what == "a2a-random"
+             else None)
+    g4 = gpu_grid(job, place)
     groups = __import__("numpy").concatenate([expert_groups(job, g4, q)[0] for q in range(job.pp)])
     t = cm.batch_s(CommBatch("all_to_all", "ep", groups, ep_bytes(job, job.model_config())),
                    fabric_locality(fabric))
