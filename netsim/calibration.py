@@ -38,7 +38,7 @@ import numpy as np
 from netsim.hardware import HardwareProfile
 from netsim.models import ModelConfig
 from netsim.traces import RankTrace, TraceRun
-from netsim.workload.comm import AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
+from netsim.workload.comm import SCOPES, AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
 from netsim.workload.compute import OPTIMIZER_BYTES_PER_PARAM, RooflineCompute, TaskShape
 from netsim.workload.host import HostCost
 from netsim.workload.job import JobSpec, Overlap
@@ -501,21 +501,61 @@ def save_calibration(cal: Calibration, path: str | Path) -> None:
 
 
 def load_calibration(path: str | Path) -> Calibration:
-    """Read a calibration JSON; ``ValueError`` on a wrong schema or field."""
-    data = json.loads(Path(path).read_text())
+    """Read a calibration JSON; one ``InputError`` line naming the file and field if bad."""
+    from inputspec import InputError, check_value, from_dict, read_data
+
+    source = f"calibration file {path}"
+    data = read_data(path, "calibration", default_format="json", nonfinite=True)
+    if not isinstance(data, dict):
+        raise InputError(source, None, data, "a JSON object from netsim calibrate",
+                         {"schema": SCHEMA})
     if data.get("schema") != SCHEMA:
-        raise ValueError(f"calibration {path}: schema {data.get('schema')!r}, expected {SCHEMA!r}")
-    try:
-        return Calibration(compute={k: Fit(**v) for k, v in data["compute"].items()},
-                           comm={k: Fit(**v) for k, v in data["comm"].items()},
-                           sources=list(data.get("sources", [])),
-                           world_size=int(data.get("world_size", 1)),
-                           host_cores=float(data.get("host_cores") or math.inf),
-                           host={k: v if isinstance(v, dict) else float(v)  # iteration_fit
-                                 for k, v in (data.get("host") or {}).items()},
-                           hardware_info=dict(data.get("hardware") or {}))
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"calibration {path}: bad field ({exc})") from None
+        raise InputError(source, "schema", data.get("schema"), f"{SCHEMA!r}", SCHEMA)
+    for key in ("compute", "comm"):
+        if not isinstance(data.get(key), dict):
+            raise InputError(source, key, data.get(key, None), "a mapping of name to fit",
+                             {"forward": {"intercept_s": 0.0, "rate": 1e12, "points": 4,
+                                          "rel_rms": 0.01, "max_rel": 0.02}})
+
+    def fits(key: str) -> dict[str, Fit]:
+        return {str(k): from_dict(Fit, v, source, prefix=f"{key}.{k}", rules=FIT_RULES)
+                for k, v in data[key].items()}
+
+    for k in data["comm"]:
+        parts = str(k).split("/")
+        if len(parts) not in (2, 3) or parts[1] not in SCOPES or \
+                (len(parts) == 3 and parts[2] not in ("tp", "pp", "dp")):
+            raise InputError(source, "comm", k, f"a key op/scope[/kind] with scope one of "
+                             f"{', '.join(SCOPES)} and kind tp, pp or dp", "all_reduce/tor")
+
+    cores = check_value(data.get("host_cores"), float | None, source, "host_cores",
+                        _rule(gt=0, allow_inf=True))
+    host = check_value(data.get("host") or {}, dict[str, Any], source, "host")
+    for k, v in host.items():
+        if not isinstance(v, dict):
+            host[k] = check_value(v, float, source, f"host.{k}", _rule(min=0))
+    return Calibration(compute=fits("compute"), comm=fits("comm"),
+                       sources=check_value(data.get("sources", []), list[str], source,
+                                           "sources"),
+                       world_size=check_value(data.get("world_size", 1), int, source,
+                                              "world_size", _rule(min=1)),
+                       host_cores=math.inf if cores is None else cores, host=host,
+                       hardware_info=check_value(data.get("hardware") or {}, dict[str, Any],
+                                                 source, "hardware"))
+
+
+def _rule(**kw: Any):
+    from inputspec.core import Rule
+
+    return Rule(**kw)
+
+
+#: Bounds of a fit in a calibration file (an infinite rate: no per-byte cost).
+FIT_RULES = {"intercept_s": dict(min=0, example=1e-5),
+             "rate": dict(gt=0, allow_inf=True, example=1e11),
+             "points": dict(min=0, example=8),
+             "rel_rms": dict(min=0, example=0.02),
+             "max_rel": dict(min=0, example=0.05)}
 
 
 # ---------------------------------------------------------------------------------------------

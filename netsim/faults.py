@@ -4,8 +4,9 @@ A flap takes down both directions of a cable (MegaScale section 6.3: an interfac
 comes back, usually within seconds; packets in flight are dropped).
 
 Text form (the CLI's ``--flap``): ``LINK@T+D``, e.g. ``12@1ms+300us``: LINK is a directed link
-id (its cable is flapped), ``U~V`` (two node names joined by ``~``) or ``first-hop`` (the host
-link of the first flow, resolved by the caller); T and D are durations (``5s``, ``300us``).
+id (its cable is flapped), ``U->V`` (two node names joined by ``->``; ``U~V`` also works) or
+``first-hop`` (the host link of the first flow, resolved by the caller); T and D are durations
+(``5s``, ``300us``).
 """
 
 from __future__ import annotations
@@ -53,19 +54,17 @@ def parse_flap(text: str, fabric=None, first_hop: int | None = None) -> LinkFlap
         if first_hop is None:
             raise ValueError("flap link 'first-hop' needs flows to resolve it")
         link = int(first_hop)
-    elif "~" in link_txt:
+    elif "~" in link_txt or "->" in link_txt:
         if fabric is None:
-            raise ValueError(f"flap link {link_txt!r}: U~V needs a fabric")
-        u, v = (s.strip() for s in link_txt.split("~", 1))
-        try:
-            link = int(fabric.link_id(u, v))
-        except Exception as exc:  # unknown node names or no such edge
-            raise ValueError(f"flap link {link_txt!r}: no link from {u!r} to {v!r} in the fabric") from exc
+            raise ValueError(f"flap link {link_txt!r}: U->V needs a fabric")
+        from topologies.links import parse_link
+
+        link = parse_link(fabric, link_txt, "flap link")
     else:
         try:
             link = int(link_txt)
         except ValueError:
-            raise ValueError(f"flap link {link_txt!r}: give a link id, U~V or first-hop") from None
+            raise ValueError(f"flap link {link_txt!r}: give a link id, U->V (e.g. tor0->agg0) or first-hop") from None
     if fabric is not None and not 0 <= link < int(fabric.num_links):
         raise ValueError(f"flap link id {link} out of range 0..{int(fabric.num_links) - 1}")
     return LinkFlap(link, parse_duration_ps(t_txt), parse_duration_ps(d_txt))

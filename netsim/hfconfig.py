@@ -41,12 +41,15 @@ DeepSeek-V3 (arXiv:2412.19437 section 4.2), 32,768 for Mixtral (arXiv:2401.04088
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from inputspec import InputError, from_dict, read_data, rule
 
 GATED_ACTS = ("silu", "swish", "swiglu")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu", "quick_gelu")
@@ -198,13 +201,67 @@ def load_hf_config(path: str):
     return _load(str(p.resolve()), p.stat().st_mtime_ns)
 
 
+@dataclass(frozen=True)
+class HFConfigKeys:
+    """The ``config.json`` keys this module reads, with their types (``inputspec`` schema);
+    every other key of a transformers config is ignored."""
+
+    num_hidden_layers: int | None = rule(None, min=1, max=2**16, example=32)
+    hidden_size: int | None = rule(None, min=1, max=2**24, example=4096)
+    num_attention_heads: int | None = rule(None, min=1, max=2**20, example=32)
+    intermediate_size: int | None = rule(None, min=1, max=2**26, example=14336)
+    vocab_size: int | None = rule(None, min=1, max=2**24, example=128256)
+    hidden_act: str | None = rule(None, example="silu")
+    num_key_value_heads: int | None = rule(None, min=1, max=2**20, example=8)
+    head_dim: int | None = rule(None, min=0, max=2**16, example=128)
+    max_position_embeddings: int | None = rule(None, min=1, max=2**24, example=8192)
+    tie_word_embeddings: bool | None = None
+    num_local_experts: int | None = rule(None, min=0, max=2**16, example=8)
+    n_routed_experts: int | None = rule(None, min=0, max=2**16, example=256)
+    num_experts: int | None = rule(None, min=0, max=2**16, example=64)
+    num_experts_per_tok: int | None = rule(None, min=0, max=2**16, example=2)
+    moe_intermediate_size: int | None = rule(None, min=1, max=2**26, example=2048)
+    n_shared_experts: int | None = rule(None, min=0, max=2**16, example=1)
+    shared_expert_intermediate_size: int | None = rule(None, min=0, max=2**26, example=5632)
+    first_k_dense_replace: int | None = rule(None, min=0, max=2**16, example=3)
+    decoder_sparse_step: int | None = rule(None, min=0, max=2**16, example=1)
+    moe_layer_freq: int | None = rule(None, min=0, max=2**16, example=1)
+    q_lora_rank: int | None = rule(None, min=0, max=2**20, example=1536)
+    kv_lora_rank: int | None = rule(None, min=0, max=2**20, example=512)
+    qk_nope_head_dim: int | None = rule(None, min=0, max=2**16, example=128)
+    qk_rope_head_dim: int | None = rule(None, min=0, max=2**16, example=64)
+    v_head_dim: int | None = rule(None, min=0, max=2**16, example=128)
+    _name_or_path: str | None = None
+
+
+def check_hf_config(data: Any, source: str) -> dict[str, Any]:
+    """``data`` with the keys this module reads checked against ``HFConfigKeys`` (one
+    ``InputError`` naming ``source``, the key, the value and an example)."""
+    if not isinstance(data, Mapping):
+        raise InputError(source, None, data, "a JSON object of transformers config keys",
+                         {"num_hidden_layers": 32, "hidden_size": 4096})
+    known = {f.name for f in dataclasses.fields(HFConfigKeys)}
+    from_dict(HFConfigKeys, {k: v for k, v in data.items() if k in known}, source)
+    return dict(data)
+
+
+def hf_from_file(path: str | Path, name: str | None = None, seq: int | None = None):
+    """A ``ModelConfig`` from a config.json file, every refusal naming the file (InputError)."""
+    p = Path(path)
+    source = f"model config file {p}"
+    data = check_hf_config(read_data(p, "model config", default_format="json"), source)
+    if name is None:
+        default = p.parent.name if p.name == "config.json" else p.stem
+        name = str(data.get("_name_or_path") or default).rstrip("/").split("/")[-1] or default
+    try:
+        return model_from_hf(data, name, seq)
+    except InputError:
+        raise
+    except ValueError as exc:
+        msg = str(exc).splitlines()[0].removeprefix("config.json: ")
+        raise InputError(source, problem=msg) from None
+
+
 @functools.lru_cache(maxsize=64)
 def _load(path: str, _mtime: int):
-    p = Path(path)
-    try:
-        data = json.loads(p.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    default = p.parent.name if p.name == "config.json" else p.stem
-    name = str(data.get("_name_or_path") or default).rstrip("/").split("/")[-1] or default
-    return model_from_hf(data, name)
+    return hf_from_file(path)

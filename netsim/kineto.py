@@ -79,7 +79,9 @@ def read_kineto_dir(path: str | Path) -> TraceRun:
     docs = [(f, _load(f)) for f in files]
     docs = [(f, doc) for f, doc in docs if doc is not None]
     if not docs:
-        raise ValueError(f"trace {path}: no torch.profiler Chrome trace (*.json with traceEvents)")
+        seen = ", ".join(f.name for f in files[:3]) + (" ..." if len(files) > 3 else "")
+        raise ValueError(f"trace {path}: no torch.profiler Chrome trace (*.json with traceEvents)"
+                         + (f"; {seen}: a JSON object without traceEvents" if files else ""))
     t0 = min(_first_step_ts(doc) for _, doc in docs)
     notes: list[str] = []
     ranks = [_rank_trace(f, doc, t0, notes) for f, doc in docs]
@@ -93,14 +95,70 @@ def read_kineto_dir(path: str | Path) -> TraceRun:
 
 
 def _load(f: Path) -> dict | None:
+    """A Chrome trace document, its shape checked (``inputspec``: file, field, value named);
+    ``None`` for a JSON file that is not a profiler trace."""
+    from inputspec import InputError, read_text
+    from inputspec.core import parse_text
+    from netsim.traces import MAX_TRACE_BYTES
+
+    source = f"profiler trace {f}"
+    text = read_text(f, "profiler trace", max_bytes=MAX_TRACE_BYTES)
     try:
-        doc = json.loads(f.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{f}: not a complete JSON document ({exc.msg} at line {exc.lineno}); "
-                         "a truncated profiler trace?") from None
+        doc = parse_text(text, "json", source, nonfinite=False)
+    except InputError as exc:
+        why = str(exc)[len(source) + 2:].removeprefix("not valid JSON: ")
+        if "is not a number a file may hold" in why:  # NaN / Infinity
+            raise InputError(source, problem=why) from None
+        raise InputError(source, problem=f"not a complete JSON document ({why}); a truncated "
+                         "profiler trace?") from None
     if not isinstance(doc, dict) or "traceEvents" not in doc:
         return None
+    _check_doc(doc, source)
     return doc
+
+
+#: Types of the event fields read (Chrome trace event format: ``ts``/``dur`` in microseconds).
+EVENT_FIELDS = {"ph": str, "name": str, "cat": str, "ts": float, "dur": float,
+                "args": dict}
+
+
+def _check_doc(doc: dict, source: str) -> None:
+    """``traceEvents`` a list of objects whose fields read have their types; the rank metadata
+    (``trainer_meta``, ``distributedInfo``) sane."""
+    import json
+
+    from inputspec import InputError, check_value
+    from inputspec.core import Rule, parse_text
+
+    events = doc["traceEvents"]
+    if not isinstance(events, list):
+        raise InputError(source, "traceEvents", events, "a list of trace events",
+                         [{"ph": "X", "name": "ProfilerStep#3", "ts": 0, "dur": 10}])
+    nonneg = Rule(min=0)
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise InputError(source, f"traceEvents[{i}]", e, "an event object",
+                             {"ph": "X", "name": "ProfilerStep#3", "ts": 0, "dur": 10})
+        for key, tp in EVENT_FIELDS.items():
+            if key in e and not (key == "name" and e.get("ph") != "X"):
+                e[key] = check_value(e[key], tp, source, f"traceEvents[{i}].{key}",
+                                     nonneg if key in ("ts", "dur") else Rule())
+    meta = doc.get("trainer_meta")
+    if isinstance(meta, str):
+        meta = doc["trainer_meta"] = parse_text(meta, "json", f"{source}: trainer_meta")
+    if meta is not None and not (isinstance(meta, dict) and {"rank", "world_size"} <= set(meta)):
+        raise InputError(source, "trainer_meta", meta, "an object written by the trainer's "
+                         "--profile, with rank and world_size", json.loads(
+                             '{"rank": 0, "world_size": 2}'))
+    for where, d in (("trainer_meta", meta), ("distributedInfo", doc.get("distributedInfo"))):
+        if d is None:
+            continue
+        if not isinstance(d, dict):
+            raise InputError(source, where, d, "an object", {"rank": 0, "world_size": 2})
+        for key, lo in (("rank", 0), ("world_size", 1)):
+            if key in d:
+                d[key] = check_value(d[key], int, source, f"{where}.{key}",
+                                     Rule(min=lo, max=2**24))
 
 
 def _first_step_ts(doc: dict) -> float:

@@ -269,8 +269,10 @@ MODELS: dict[str, ModelConfig] = {
         # 12,288; sequence 2,048; GPT-2 BPE as in the released OPT configs, vocab_size 50,272;
         # learned positions, tied embeddings, ReLU MLP of 4 d_model): trained with FSDP + TP.
         ModelConfig(name="opt-175b", layers=96, hidden=12288, heads=96, seq=2048, vocab=50272),
-        # Tiny shapes for tests and the CPU trainer.
-        ModelConfig(name="tiny", layers=4, hidden=64, heads=4, seq=32, vocab=256),
+        # Tiny shapes for tests and the CPU trainer: the same shapes as the trainer's presets
+        # of these names (trainer/config.py), so that a name means one model everywhere.
+        ModelConfig(name="tiny", layers=4, hidden=32, heads=4, seq=16, vocab=64),
+        ModelConfig(name="small", layers=4, hidden=256, heads=8, seq=256, vocab=4096),
     )
 }
 

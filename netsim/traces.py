@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inputspec import InputError, check_value, read_data, read_text
+from inputspec.core import Rule
+
 TRACE_SCHEMA = "trainer-trace/1"
 BENCH_SCHEMA = "trainer-bench/1"
 
@@ -80,13 +83,47 @@ def read_trace_dir(path: str | Path) -> TraceRun:
         raise ValueError(f"trace {path}: no trace-rank*.jsonl files")
     ranks = [_read_rank(f) for f in files]
     check_ranks([str(f) for f in files], ranks, str(d))
-    summary_path = d / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
-    host_path = d / "host.json"
-    host = json.loads(host_path.read_text()) if host_path.exists() else host_from_records(ranks)
-    if not isinstance(host, dict):
-        raise ValueError(f"trace {path}: host.json must hold an object")
+    summary = _read_object(d / "summary.json", "trace summary")
+    host = _read_object(d / "host.json", "trace host") if (d / "host.json").exists() \
+        else host_from_records(ranks)
     return TraceRun(path=str(d), ranks=ranks, summary=summary, host=host)
+
+
+#: Types of the record fields the calibration reads (``inputspec`` annotations).
+FIELD_TYPES: dict[str, Any] = {
+    "schema": str, "rank": int, "world_size": int, "tp": int, "pp": int, "dp": int,
+    "model": dict, "micro_batches": int, "micro_batch_size": int, "global_batch": int,
+    "step": int, "phase": str, "layer": int | None, "start_s": float, "end_s": float,
+    "op": str, "kind": str, "group": list[int], "bytes": int, "iteration_s": float,
+}
+#: Numbers of the trainer's ``host`` record (``host_from_records``).
+HOST_FIELDS = ("host_cores", "cpu_s", "wall_s", "host_busy_cores")
+#: Largest trace file read (a rank of a long CPU run is a few MB).
+MAX_TRACE_BYTES = 2**30
+
+
+def _read_object(path: Path, what: str) -> dict[str, Any]:
+    """An optional JSON object file (``summary.json``, ``host.json``); {} when absent."""
+    if not path.exists():
+        return {}
+    data = read_data(path, what, default_format="json")
+    if not isinstance(data, dict):
+        raise InputError(f"{what} file {path}", None, data, "a JSON object", {"iterations": 4})
+    return data
+
+
+def _check_record(rec: Any, where: str) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        raise InputError(where, None, rec, "a JSON object with a 'type' key",
+                         {"type": "iteration", "step": 1, "iteration_s": 0.5})
+    if not isinstance(rec.get("type"), (str, type(None))):
+        raise InputError(where, "type", rec["type"], "a record type such as meta, compute, "
+                         "collective, iteration", "iteration")
+    lo = Rule(min=0)
+    for key, tp in FIELD_TYPES.items():
+        if key in rec and key in REQUIRED.get(rec.get("type"), ()):
+            rec[key] = check_value(rec[key], tp, where, key, lo if tp in (int, float) else Rule())
+    return rec
 
 
 def host_from_records(ranks: list[RankTrace]) -> dict[str, Any]:
@@ -146,31 +183,38 @@ def check_ranks(files: list[str], ranks: list[RankTrace], where: str) -> None:
 
 def _read_rank(path: Path) -> RankTrace:
     trace: RankTrace | None = None
-    with open(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-            kind = rec.get("type")
-            missing = [k for k in REQUIRED.get(kind, ()) if k not in rec]
-            if kind == "host" and trace is not None:
-                trace.host_record = rec
-                continue
-            if kind not in REQUIRED and kind is not None:
-                continue  # record types added later are ignored
-            if kind is None or missing:
-                raise ValueError(f"{path}:{lineno}: record type {kind!r} lacks {missing or ['type']}")
-            if trace is None:
-                if kind != "meta":
-                    raise ValueError(f"{path}:{lineno}: first record must be 'meta'")
-                _check_meta(rec, path)
-                trace = RankTrace(meta=rec)
-                continue
-            {"compute": trace.compute, "collective": trace.collectives,
-             "iteration": trace.iterations}.get(kind, []).append(rec)
+    text = read_text(path, "trace", max_bytes=MAX_TRACE_BYTES)
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{path}:{lineno}: nested too deeply") from None
+        rec = _check_record(rec, f"{path}:{lineno}")
+        kind = rec.get("type")
+        missing = [k for k in REQUIRED.get(kind, ()) if k not in rec]
+        if kind == "host" and trace is not None:
+            for key in HOST_FIELDS:  # read by host_from_records
+                if key in rec:
+                    rec[key] = check_value(rec[key], float | None, f"{path}:{lineno}", key,
+                                           Rule(min=0))
+            trace.host_record = rec
+            continue
+        if kind not in REQUIRED and kind is not None:
+            continue  # record types added later are ignored
+        if kind is None or missing:
+            raise ValueError(f"{path}:{lineno}: record type {kind!r} lacks {missing or ['type']}")
+        if trace is None:
+            if kind != "meta":
+                raise ValueError(f"{path}:{lineno}: first record must be 'meta'")
+            _check_meta(rec, path)
+            trace = RankTrace(meta=rec)
+            continue
+        {"compute": trace.compute, "collective": trace.collectives,
+         "iteration": trace.iterations}.get(kind, []).append(rec)
     if trace is None:
         raise ValueError(f"{path}: empty trace file")
     return trace
@@ -182,20 +226,33 @@ def _check_meta(meta: dict, path: Path) -> None:
     missing = [k for k in MODEL_KEYS if k not in meta["model"]]
     if missing:
         raise ValueError(f"{path}: meta.model lacks {missing}")
+    for k in MODEL_KEYS:
+        check_value(meta["model"][k], int, str(path), f"meta.model.{k}", Rule(min=1))
 
 
 def read_bench(path: str | Path) -> list[dict[str, Any]]:
     """Results of ``python -m trainer.bench`` (``trainer-bench/1``), one dict per size/op."""
-    data = json.loads(Path(path).read_text())
+    data = read_data(path, "bench", default_format="json")
+    if not isinstance(data, dict):
+        raise InputError(f"bench file {path}", None, data, "a JSON object",
+                         {"schema": BENCH_SCHEMA})
     if data.get("schema") != BENCH_SCHEMA:
         raise ValueError(f"bench {path}: schema {data.get('schema')!r}, expected {BENCH_SCHEMA!r}")
     results = data.get("results")
     if not isinstance(results, list):
         raise ValueError(f"bench {path}: 'results' must be a list")
     for i, r in enumerate(results):
+        if not isinstance(r, dict):
+            raise InputError(f"bench file {path}", f"results[{i}]", r, "an object with op, "
+                             "size_bytes, time_s", {"op": "all_reduce", "size_bytes": 1048576,
+                                                    "time_s": 0.001})
         missing = [k for k in ("op", "size_bytes", "time_s") if k not in r]
         if missing:
             raise ValueError(f"bench {path}: results[{i}] lacks {missing}")
+        where = f"bench file {path}"
+        check_value(r["op"], str, where, f"results[{i}].op")
+        check_value(r["size_bytes"], int, where, f"results[{i}].size_bytes", Rule(min=0))
+        check_value(r["time_s"], float, where, f"results[{i}].time_s", Rule(min=0))
     return results
 
 

@@ -11,13 +11,15 @@ or a bare list of such objects; ``size`` (``"2MB"``) may replace ``bytes``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from inputspec import InputError, from_dict, read_data, rule
+from inputspec.core import construct
 from topologies.units import ns_to_ps, parse_bytes
 
 
@@ -94,41 +96,59 @@ def alltoall(fabric, size: int, rng: np.random.Generator | None = None, *,
     return [Flow(a, b, int(size), start_ps, qps) for a in names for b in names if a != b]
 
 
-def _flow_from_record(rec: dict, i: int) -> Flow:
-    if not isinstance(rec, dict):
-        raise ValueError(f"flow #{i}: expected an object with src, dst, bytes, got {rec!r}")
-    missing = [k for k in ("src", "dst") if k not in rec]
-    if missing:
-        raise ValueError(f"flow #{i}: missing key(s) {missing}: each flow needs src, dst and bytes")
-    if "bytes" in rec:
-        size = parse_bytes(rec["bytes"])
-    elif "size" in rec:
-        size = parse_bytes(rec["size"])
-    else:
-        raise ValueError(f"flow #{i}: missing key 'bytes' (or 'size', e.g. \"2MB\")")
-    start_ps = int(rec["start_ps"]) if "start_ps" in rec else ns_to_ps(float(rec.get("start_ns", 0)))
-    return Flow(str(rec["src"]), str(rec["dst"]), size, start_ps, int(rec.get("qps", 1)))
+#: Largest flow a file may hold (1 PiB): far above any collective, far below int64 picoseconds.
+MAX_FLOW_BYTES = 2**50
+
+
+@dataclass(frozen=True)
+class FlowRecord:
+    """One entry of a flow file (the schema ``inputspec`` checks): ``bytes`` (an integer or a
+    size such as ``"2MB"``) or ``size``; ``start_ns`` or ``start_ps``; ``qps`` in 1..128."""
+
+    src: str
+    dst: str
+    bytes: int | str | None = rule(None, min=1, example=2097152)
+    size: int | str | None = rule(None, min=1, example="2MB")
+    start_ns: float = rule(0.0, min=0, max=1e15, example=0.0)
+    start_ps: int | None = rule(None, min=0, example=0)
+    qps: int = rule(1, min=1, max=128, example=4)
+
+
+def _flow_from_record(rec: Any, i: int, source: str = "flow file") -> Flow:
+    r = from_dict(FlowRecord, rec, source, prefix=f"flows[{i}]")
+    if r.bytes is None and r.size is None:
+        raise InputError(source, f"flows[{i}]", problem="missing key 'bytes' (or 'size', e.g. "
+                         "bytes: 2097152 or size: 2MB)")
+    raw = r.bytes if r.bytes is not None else r.size
+    key = "bytes" if r.bytes is not None else "size"
+    try:
+        size = parse_bytes(raw)
+    except (ValueError, TypeError, OverflowError):
+        size = -1
+    if not 1 <= size <= MAX_FLOW_BYTES:
+        raise InputError(source, f"flows[{i}].{key}", raw, "a byte count from 1 to 2^50 or a "
+                         "size with a unit", "2MB")
+    start_ps = r.start_ps if r.start_ps is not None else ns_to_ps(r.start_ns)
+    return construct(Flow, dict(src=r.src, dst=r.dst, size_bytes=size, start_ps=start_ps,
+                                qps=r.qps), source, f"flows[{i}]")
 
 
 def load_flows(path: str | Path) -> list[Flow]:
     """Read flows from a ``.json`` or ``.yaml`` file (schema in the module docstring)."""
     path = Path(path)
-    text = path.read_text()
-    if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text)
-    elif path.suffix.lower() == ".json":
-        data = json.loads(text)
-    else:
-        raise ValueError(f"flow file {path}: use a .json or .yaml file")
+    source = f"flow file {path}"
+    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise InputError(source, problem="use a .json or .yaml file")
+    data = read_data(path, "flow")
     if isinstance(data, dict):
-        if "flows" not in data:
-            raise ValueError(f"flow file {path}: top-level key 'flows' missing")
+        if set(data) != {"flows"}:
+            raise InputError(source, problem="expected one top-level key 'flows' (a list of "
+                             f"{{src, dst, bytes}}), got keys {sorted(map(str, data))}")
         data = data["flows"]
     if not isinstance(data, list) or not data:
-        raise ValueError(f"flow file {path}: 'flows' must be a non-empty list")
-    return [_flow_from_record(rec, i) for i, rec in enumerate(data)]
+        raise InputError(source, "flows", data, "a non-empty list of {src, dst, bytes}",
+                         [{"src": "gpu0", "dst": "gpu8", "bytes": 2097152}])
+    return [_flow_from_record(rec, i, source) for i, rec in enumerate(data)]
 
 
 def flows_to_records(flows: Sequence[Flow]) -> list[dict]:

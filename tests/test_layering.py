@@ -1,4 +1,5 @@
-"""The dependency order of the packages: topologies <- netsim <- tuner; trainer stands alone."""
+"""The dependency order of the packages: topologies <- netsim <- tuner; trainer stands alone;
+inputspec (input-file validation) sits below them all."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ FORBIDDEN = {
     "netsim": {"tuner", "trainer", "experiments"},
     "tuner": {"trainer", "experiments"},
     "trainer": {"topologies", "netsim", "tuner", "experiments"},
+    # the input-file validation every layer may import: it depends on nothing of ours
+    "inputspec": {"topologies", "netsim", "tuner", "trainer", "experiments"},
 }
 
 

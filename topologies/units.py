@@ -84,6 +84,33 @@ def parse_bytes(text: str | int) -> int:
     return value
 
 
+_NCCL_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_nccl_size(text: str | int) -> int:
+    """A size as nccl-tests' ``-b``/``-e`` read it: K, M and G are powers of 1024.
+
+    nccl-tests (``src/common.cu``, ``parsesize``: "We use the binary system, so M=Mebibytes
+    and G=Gibibytes") scans a number and then one letter, so ``8M``, ``8MB`` and ``8MiB`` all
+    mean 8 MiB; a bare number is bytes.
+
+    >>> parse_nccl_size("8M"), parse_nccl_size("8MB"), parse_nccl_size("1G"), parse_nccl_size(64)
+    (8388608, 8388608, 1073741824, 64)
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = text
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KkMmGg]?)(?:i?[Bb])?\s*",
+                         str(text))
+        if not m:
+            raise ValueError(f"cannot parse size {text!r} as nccl-tests does: use e.g. 8, 64K, "
+                             "8M, 1G (powers of 1024)")
+        value = int(float(m.group(1)) * _NCCL_UNITS[m.group(2).lower()])  # C cast: truncates
+    if value < 0:
+        raise ValueError(f"size {text!r} must not be negative")
+    return value
+
+
 _TIME_UNITS_PS = {"ps": 1, "ns": PS_PER_NS, "us": PS_PER_US, "ms": PS_PER_MS, "s": PS_PER_S,
                   "min": 60 * PS_PER_S}
 

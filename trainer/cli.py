@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dp", type=int, help="data-parallel degree (default: world / (tp x pp))")
     p.add_argument("--order", help="rank order, innermost first (default tp-dp-pp, Megatron's)")
     p.add_argument("--micro-batches", type=int, help="micro-batches per iteration (default 1)")
+    p.add_argument("--micro-batch-size", "--micro-batch", dest="micro_batch_size", type=int,
+                   help="sequences per micro-batch (a size, as netsim predict's --micro-batch); "
+                   "sets --micro-batches from the global batch, or the global batch from it")
     p.add_argument("--global-batch", type=int, help="sequences per iteration (default dp x micro-batches)")
     p.add_argument("--steps", type=int, help="iterations in total (default 10)")
     p.add_argument("--seed", type=int)
@@ -84,6 +87,7 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     dp = args.dp or (bp.dp if base else max(1, world_size // (tp * pp * cp)))
     mb = args.micro_batches or bp.micro_batches
     gb = args.global_batch or (bp.global_batch if base else dp * mb)
+    mb, gb = _micro_batch_size(getattr(args, "micro_batch_size", None), args, dp, mb, gb)
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, order=args.order or bp.order, micro_batches=mb,
                          global_batch=gb, cp=cp, ep=ep)
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
@@ -127,6 +131,28 @@ def _model_from_args(args: argparse.Namespace, m):
         fields["name"] = f"{m.name} (modified: {', '.join(sorted(over))})"
     fields["tied"] = m.tied and not args.untied
     return type(m)(**fields)
+
+
+def _micro_batch_size(size: int | None, args: argparse.Namespace, dp: int, mb: int,
+                      gb: int) -> tuple[int, int]:
+    """(micro-batches, global batch) once ``--micro-batch-size`` is applied."""
+    if size is None:
+        return mb, gb
+    if size < 1:
+        raise ValueError(f"--micro-batch-size must be >= 1, got {size}")
+    if args.micro_batches and args.global_batch:
+        if args.global_batch != args.micro_batches * dp * size:
+            raise ValueError(f"--global-batch {args.global_batch} != --micro-batches "
+                             f"{args.micro_batches} x dp {dp} x --micro-batch-size {size}")
+        return mb, gb
+    if args.global_batch or (not args.micro_batches and gb != dp * mb):
+        if gb % (dp * size):
+            raise ValueError(f"global batch {gb} is not a multiple of dp {dp} x "
+                             f"--micro-batch-size {size}")
+        return gb // (dp * size), gb
+    return mb, mb * dp * size
+
+
 def _profile_and_fault_flags(args: argparse.Namespace) -> dict:
     from trainer.faults import parse_link
     from trainer.profiling import parse_schedule

@@ -25,12 +25,13 @@ plain one, exactly.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from inputspec import rule
 from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
 
 
@@ -60,6 +61,9 @@ def parse_gpus(spec, fabric, where: str) -> np.ndarray:
             a, b = (int(p) for p in text.split("-", 1))
             if b < a:
                 raise ValueError(f"{where}.gpus: range {text!r} runs backwards")
+            if b >= len(fabric.gpus):
+                raise ValueError(f"{where}.gpus: range {text!r} ends outside "
+                                 f"0..{len(fabric.gpus) - 1}")
             out += range(a, b + 1)
         elif text.isdigit():
             out.append(int(text))
@@ -73,70 +77,80 @@ def parse_gpus(spec, fabric, where: str) -> np.ndarray:
 
 
 def read_placement_file(path, fabric) -> np.ndarray:
-    """Rank -> GPU position from ``placement.json`` (``ranks[].gpu`` names) or integers."""
-    text = Path(path).read_text()
-    if text.lstrip().startswith("{"):
-        doc = json.loads(text)
-        ranks = doc.get("ranks") if isinstance(doc, dict) else None
-        if not isinstance(ranks, list):
-            raise ValueError(f"placement {path}: a JSON placement needs a 'ranks' list "
-                             "(netsim-placement/1, as netsim recommend writes it)")
-        names = {g: i for i, g in enumerate(fabric.gpus)}
-        rows = sorted(ranks, key=lambda r: int(r["rank"]))
-        try:
-            return np.asarray([names[r["gpu"]] for r in rows], dtype=np.int64)
-        except KeyError as exc:
-            raise ValueError(f"placement {path}: GPU {exc.args[0]!r} is not on fabric "
-                             f"{fabric.name!r}") from None
-    try:
-        return np.asarray([int(t) for t in text.split()], dtype=np.int64)
-    except ValueError:
-        raise ValueError(f"placement {path}: expected GPU positions (integers) or a "
-                         "placement.json") from None
+    """Rank -> GPU position from ``placement.json`` (``ranks[].gpu`` names) or integers
+    (``tuner.inputs.placement_positions``: every refusal names the file and the rank)."""
+    from tuner.inputs import placement_positions
+
+    return np.asarray(placement_positions(path, fabric), dtype=np.int64)
 
 
-def _job_spec(entry, base: Path, where: str):
+@dataclass(frozen=True)
+class RunningEntry:
+    """One job of ``RUNNING.yaml`` (``inputspec`` schema; ``job`` is checked as a job file)."""
+
+    job: str | dict[str, Any] = rule(example="tiny")
+    name: str | None = rule(None, example="a")
+    gpus: str | list[int | str] | None = rule(
+        None, example="0-63")
+    placement: str | None = rule(None, example="b.txt")
+
+
+@dataclass(frozen=True)
+class RunningFile:
+    """``RUNNING.yaml``: the jobs already on the fabric (``inputspec`` schema)."""
+
+    jobs: list[RunningEntry] = rule(
+        default_factory=list, example=[{"name": "a", "job": "tiny", "gpus": "0-63"}])
+
+
+def _job_spec(entry: RunningEntry, base: Path, where: str):
     from netsim.workload import JobSpec
-    from tuner.jobs import read_job_dict
+    from tuner.jobs import job_source, read_job_dict
 
-    spec = entry.get("job")
+    spec = entry.job
     if isinstance(spec, dict):
-        return JobSpec.from_dict(spec)
-    if isinstance(spec, str):
-        rel = base / spec
-        return JobSpec.from_dict(read_job_dict(str(rel) if rel.is_file() else spec))
-    raise ValueError(f"{where}.job: give a mapping of job keys, a job file or a packaged name")
+        return JobSpec.from_dict(spec, source=f"{where}.job")
+    from inputspec import InputError
+
+    rel = base / spec
+    name = str(rel) if rel.is_file() else spec
+    try:
+        data = read_job_dict(name)
+    except InputError as exc:
+        if exc.source.startswith("--job"):  # neither a file nor a packaged name
+            raise InputError(f"{where}.job", problem=f"{spec!r}: no such file (relative to "
+                             "the background file) and no packaged job of that name") from None
+        raise
+    return JobSpec.from_dict(data, source=job_source(name))
 
 
 def load_background(path, fabric) -> list[BackgroundJob]:
-    """Read ``RUNNING.yaml`` (see the module docstring); refuse overlapping GPUs."""
-    import yaml
+    """Read ``RUNNING.yaml`` (see the module docstring); refuse overlapping GPUs. Every
+    refusal names the file and the entry (``inputspec``)."""
+    from inputspec import InputError, from_dict, read_data
 
     path = Path(path)
-    doc = yaml.safe_load(path.read_text()) or {}
-    jobs = doc.get("jobs", []) if isinstance(doc, dict) else None
-    if not isinstance(jobs, list):
-        raise ValueError(f"--background {path}: expected a mapping with a 'jobs' list")
+    source = f"background file {path}"
+    doc = read_data(path, "background")
+    doc = {} if doc is None else doc
+    if not isinstance(doc, dict):
+        raise InputError(source, None, doc, "a mapping with a 'jobs' list",
+                         {"jobs": [{"name": "a", "job": "tiny", "gpus": "0-63"}]})
+    running = from_dict(RunningFile, doc, source)
     out = []
-    for i, entry in enumerate(jobs):
-        where = f"--background {path}: jobs[{i}]"
-        if not isinstance(entry, dict):
-            raise ValueError(f"{where}: expected a mapping with name, job and gpus or placement")
-        unknown = sorted(set(entry) - {"name", "job", "gpus", "placement"})
-        if unknown:
-            raise ValueError(f"{where}: unknown key(s) {unknown}; known: name, job, gpus, "
-                             "placement")
-        name = str(entry.get("name", f"job{i}"))
+    for i, entry in enumerate(running.jobs):
+        where = f"{source}: jobs[{i}]"
+        name = str(entry.name) if entry.name is not None else f"job{i}"
         job = _job_spec(entry, path.parent, where)
-        if ("gpus" in entry) == ("placement" in entry):
+        if (entry.gpus is None) == (entry.placement is None):
             raise ValueError(f"{where} ({name}): give exactly one of gpus or placement")
-        if "gpus" in entry:
-            gpus = parse_gpus(entry["gpus"], fabric, where)
+        if entry.gpus is not None:
+            gpus = parse_gpus(entry.gpus, fabric, where)
         else:
-            gpus = read_placement_file(path.parent / str(entry["placement"]), fabric)
+            gpus = read_placement_file(path.parent / entry.placement, fabric)
         if gpus.size != job.world:
-            raise ValueError(f"{where} ({name}): {gpus.size} GPUs for a job of {job.world} "
-                             "ranks (tp x pp x dp)")
+            raise ValueError(f"{where} ({name}): gpus/placement: {gpus.size} GPUs for a job "
+                             f"of {job.world} ranks (tp x pp x dp)")
         out.append(BackgroundJob(name, job, gpus))
     check_disjoint(out)
     return out

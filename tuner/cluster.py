@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from inputspec import rule
+
 POLICIES = ("linear", "random", "topo")
 
 #: Job sizes (GPUs) of the generator and their weights: many small jobs, few large ones, as
@@ -77,31 +79,80 @@ def generate_jobs(n: int, fabric_gpus: int, seed: int, load: float = TARGET_LOAD
             for i, g in enumerate(gpus)]
 
 
-def read_trace(path) -> list[ClusterJob]:
-    """Jobs from a CSV with columns ``name,arrival_s,duration_s,gpus`` and optionally
-    ``model,tp,pp,dp`` (``gpus`` alone picks the job of ``job_for_size``)."""
+@dataclass(frozen=True)
+class TraceRow:
+    """One row of a job-trace CSV (``inputspec`` schema; columns not named here are ignored)."""
+
+    arrival_s: float = rule(min=0, example=0.0)
+    duration_s: float = rule(gt=0, example=3600.0)
+    name: str | None = rule(None, example="j0")
+    gpus: int | None = rule(None, min=8, max=2**24, example=64)
+    model: str | None = rule(None, example="gpt3-1.3b")
+    tp: int | None = rule(None, min=1, max=2**24, example=8)
+    pp: int | None = rule(None, min=1, max=2**24, example=1)
+    dp: int | None = rule(None, min=1, max=2**24, example=8)
+
+
+_NUMERIC = {"arrival_s": float, "duration_s": float, "gpus": int, "tp": int, "pp": int,
+            "dp": int}
+
+
+def _cell(key: str, text: str | None):
+    """A CSV cell as the value its column holds: empty is absent, numbers parsed, anything
+    else left as text for the schema to refuse naming the column."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    kind = _NUMERIC.get(key)
+    for conv in ((int, float) if kind is int else (float,) if kind else ()):
+        try:
+            return conv(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _trace_row(row: dict, i: int, source: str) -> ClusterJob:
+    from inputspec import InputError, from_dict
     from netsim.workload import JobSpec
 
-    out = []
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    if not rows or not {"arrival_s", "duration_s"} <= set(rows[0]):
-        raise ValueError(f"--trace {path}: expected a CSV header with at least arrival_s, "
-                         "duration_s and gpus (or model, tp, pp, dp)")
-    for i, row in enumerate(rows):
-        where = f"--trace {path} row {i + 2}"
+    where = f"row {i + 2}"
+    known = {f for f in TraceRow.__dataclass_fields__}
+    cells = {k: _cell(k, v) for k, v in row.items() if k in known}
+    r = from_dict(TraceRow, {k: v for k, v in cells.items() if v is not None}, source,
+                  prefix=where)
+    if r.model is not None:
+        missing = [k for k in ("tp", "pp", "dp") if getattr(r, k) is None]
+        if missing:
+            raise InputError(source, problem=f"{where}: model {r.model} needs "
+                             f"{', '.join(missing)} too (e.g. tp: 8, pp: 1, dp: 8)")
+        job = JobSpec.from_dict({"model": r.model, "tp": r.tp, "pp": r.pp, "dp": r.dp},
+                                source=f"{source}: {where}")
+    elif r.gpus is not None:
         try:
-            if row.get("model"):
-                job = JobSpec(model=row["model"], tp=int(row["tp"]), pp=int(row["pp"]),
-                              dp=int(row["dp"]))
-            else:
-                job = job_for_size(int(row["gpus"]))
-            arrival, duration = float(row["arrival_s"]), float(row["duration_s"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: {exc}") from None
-        if duration <= 0 or arrival < 0:
-            raise ValueError(f"{where}: arrival_s must be >= 0 and duration_s > 0")
-        out.append(ClusterJob(row.get("name") or f"j{i}", arrival, duration, job))
+            job = job_for_size(r.gpus)
+        except ValueError as exc:
+            raise InputError(source, f"{where}.gpus", r.gpus, f"a multiple of 8 ({exc})",
+                             64) from None
+    else:
+        raise InputError(source, problem=f"{where}: give gpus, or model, tp, pp and dp")
+    return ClusterJob(r.name or f"j{i}", r.arrival_s, r.duration_s, job)
+
+
+def read_trace(path) -> list[ClusterJob]:
+    """Jobs from a CSV with columns ``name,arrival_s,duration_s,gpus`` and optionally
+    ``model,tp,pp,dp`` (``gpus`` alone picks the job of ``job_for_size``); every refusal
+    names the file, the row and the column (``inputspec``)."""
+    import io
+
+    from inputspec import InputError, read_text
+
+    source = f"trace file {path}"
+    rows = list(csv.DictReader(io.StringIO(read_text(path, "trace"), newline="")))
+    if not rows or not {"arrival_s", "duration_s"} <= set(rows[0]):
+        raise InputError(source, problem="expected a CSV header with at least arrival_s, "
+                         "duration_s and gpus (or model, tp, pp, dp), and one row per job")
+    out = [_trace_row(row, i, source) for i, row in enumerate(rows)]
     return sorted(out, key=lambda j: (j.arrival_s, j.name))
 
 

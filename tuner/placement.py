@@ -603,26 +603,8 @@ def load_context(fabric, job, gpu_of_rank: np.ndarray, background: list | None =
 
 
 def read_free_servers(path, fabric) -> list[int]:
-    """Free servers from a file: names or positions, whitespace/comma separated, or a
-    JSON/YAML list, or a mapping with a ``servers`` list; order kept (the scheduler's)."""
-    from pathlib import Path
+    """Free servers from a file (``tuner.inputs.read_free_servers``: names or positions,
+    whitespace/comma separated, a JSON/YAML list, or ``{servers: [...]}``); order kept."""
+    from tuner.inputs import read_free_servers as read
 
-    import yaml
-
-    text = Path(path).read_text()
-    data = yaml.safe_load(text) if text.strip()[:1] in "[{" else text.replace(",", " ").split()
-    if isinstance(data, dict):
-        data = data.get("servers")
-    if not isinstance(data, list) or not data:
-        raise ValueError(f"--free {path}: expected server names or positions (a list)")
-    pos = {s: i for i, s in enumerate(fabric.servers)}
-    out = []
-    for item in data:
-        key = str(item)
-        if key in pos:
-            out.append(pos[key])
-        elif key.isdigit() and int(key) < len(fabric.servers):
-            out.append(int(key))
-        else:
-            raise ValueError(f"--free {path}: {key!r} is not a server of fabric {fabric.name!r}")
-    return out
+    return read(path, fabric)

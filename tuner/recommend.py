@@ -283,6 +283,8 @@ def _dominant(job, gpu_of_rank, fabric) -> str:
     from tuner.traffic_report import dominant_summary
 
     return dominant_summary(job, np.asarray(gpu_of_rank), fabric)
+
+
 def _never_worse_qps(settings: list, env: dict, qps: int, t_qps: float, t_one: float) -> float:
     """Keep 1 QP when the iteration predicted with ``qps`` QPs is slower than with 1 (the QP
     search ranks collision slowdowns; the iteration time is what the user gets)."""
@@ -307,14 +309,16 @@ def _rt_json(r) -> dict:
             "expected_stall_s": r.expected_stall_s}
 
 
-def write_outputs(rec: Recommendation, outdir: Path) -> list[Path]:
-    """Write the six files into ``outdir``; returns their paths."""
-    from tuner import render
+def write_outputs(rec: Recommendation, outdir: Path, fabric=None) -> list[Path]:
+    """Write the six files into ``outdir``, plus the deployable scripts and switch configs of
+    ``tuner.deploy`` when the fabric is given; returns their paths."""
+    from tuner import deploy, render
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     paths = {n: outdir / n for n in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
                                      "switch_qos.yaml", "placement.json", "report.md")}
+    deploy.complete_env(rec.env, rec.env_reasons, outdir)
     render.write_nccl_env(paths["nccl.env"], rec.env, rec.env_reasons)
     render.write_tuner_csv(paths["nccl_tuner.csv"], rec.tuner_rows)
     render.write_nic_conf(paths["nic_dcqcn.conf"], rec.nic_rp, rec.nic_np, ROCE_PRIO)
@@ -326,4 +330,7 @@ def write_outputs(rec: Recommendation, outdir: Path) -> list[Path]:
                             "predicted_iteration_s": rec.iteration_recommended_s})
     render.write_report(paths["report.md"], f"Recommendation: {rec.job['model']} on {rec.fabric}",
                         rec.settings, rec.summary, rec.notes)
-    return list(paths.values())
+    extra = [] if fabric is None else deploy.write_deployables(
+        outdir, fabric, rp=rec.nic_rp, np_=rec.nic_np, ecn=rec.ecn, priority=ROCE_PRIO,
+        cnp_priority=CNP_PRIO, dscp=ROCE_DSCP, cnp_dscp=CNP_DSCP)
+    return list(paths.values()) + extra

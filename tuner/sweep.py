@@ -35,12 +35,15 @@ import os
 import sys
 import threading
 import time
+import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
+
+from inputspec import rule
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
@@ -389,14 +392,78 @@ class SweepSpec:
     raw: dict  # the spec as loaded, compared on resume
 
 
+@dataclasses.dataclass(frozen=True)
+class SampleKeys:
+    """``sample:`` of a spec file (``inputspec`` schema)."""
+
+    n: int = rule(min=1, max=10**6, example=20)
+    seed: int = rule(min=0, max=2**63 - 1, example=7)
+    space: dict[str, Any] = rule(example={"load": {"low": 0.1, "high": 0.9}})
+
+
+@dataclasses.dataclass(frozen=True)
+class RangeKeys:
+    """A ``sample.space`` range ``{low, high, log, int}`` (``inputspec`` schema)."""
+
+    low: float = rule(example=0.1)
+    high: float = rule(example=0.9)
+    log: bool = False
+    int: bool = False
+
+
+_List = typing.List  # noqa: UP006 - SpecKeys has a field named list, which shadows the builtin
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecKeys:
+    """The keys of a sweep spec file and their types (``inputspec`` schema); the checks
+    across keys stay in :func:`parse_spec`."""
+
+    command: str | None = rule(None, example="simulate")
+    function: str | None = rule(None, example="tests.tuner.sweep_fns:square")
+    args: dict[str, Any] | None = rule(None, example={"fabric": "fat-tree-k4"})
+    grid: dict[str, _List[Any]] | None = rule(None, example={"load": [0.5, 0.9]})
+    list: _List[dict[str, Any]] | None = rule(None, example=[{"load": 0.5}])
+    sample: SampleKeys | None = None
+
+
+def check_spec_keys(raw: Any, source: str) -> None:
+    """Types of the spec keys, ``sample`` and its ranges (one ``InputError`` naming
+    ``source``, the key, the value and an example)."""
+    from inputspec import InputError, from_dict
+
+    if not isinstance(raw, Mapping):
+        raise InputError(source, None, raw, "a mapping with command, args and one of "
+                         "grid/list/sample", {"command": "simulate", "grid": {"load": [0.5]}})
+    spec = from_dict(SpecKeys, raw, source)
+    space = spec.sample.space if spec.sample else {}
+    for name, dom in space.items():
+        where = f"sample.space.{name}"
+        if isinstance(dom, Mapping):
+            from_dict(RangeKeys, dom, source, prefix=where)
+        elif not isinstance(dom, list) or not dom:
+            raise InputError(source, where, dom, "a non-empty list of choices or "
+                             "{low, high, log, int}", {"low": 1, "high": 64, "log": True})
+
+
 def load_spec(path: str | os.PathLike) -> SweepSpec:
-    """Read and validate a sweep spec (YAML or JSON); errors name the field and the fix."""
+    """Read and validate a sweep spec (YAML or JSON, ``inputspec``); errors name the file,
+    the field and the fix."""
+    from inputspec import InputError, read_data
+
     path = Path(path)
+    source = f"sweep spec file {path}"
+    raw = read_data(path, "sweep spec")
+    check_spec_keys(raw, source)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from exc
-    return parse_spec(raw, where=str(path))
+        return parse_spec(raw, where=source)
+    except InputError:
+        raise
+    except ValueError as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if msg.startswith(source):
+            raise InputError(source, problem=msg[len(source) + 2:]) from None
+        raise InputError(source, problem=msg) from None
 
 
 def parse_spec(raw: Any, where: str = "spec") -> SweepSpec:

@@ -173,22 +173,25 @@ class JobSpec:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> JobSpec:
-        """Build from a mapping (a YAML job file); unknown keys raise ``ValueError``."""
+    def from_dict(cls, data: Mapping[str, Any], source: str = "job") -> JobSpec:
+        """Build from a mapping (a YAML job file); every refusal is one ``InputError`` line
+        naming ``source``, the key, the value and an example (``JOB_RULES``)."""
+        from inputspec import InputError, from_dict
+
+        if not isinstance(data, Mapping):
+            raise InputError(source, None, data, "a mapping of keys such as model, tp, pp, dp",
+                             {"model": "gpt3-175b", "tp": 8})
         data = dict(data)
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise ValueError(f"job: unknown key(s) {unknown}; known keys: {sorted(names)}")
-        if isinstance(data.get("overlap"), Mapping):
-            okeys = {f.name for f in dataclasses.fields(Overlap)}
-            bad = sorted(set(data["overlap"]) - okeys)
-            if bad:
-                raise ValueError(f"job.overlap: unknown key(s) {bad}; known: {sorted(okeys)}")
-            data["overlap"] = Overlap(**data["overlap"])
-        elif data.get("overlap") == "megascale":
-            data["overlap"] = Overlap.megascale()
-        return cls(**data)
+        if isinstance(data.get("overlap"), str):
+            presets = {"megascale": Overlap.megascale(), "none": Overlap()}
+            if data["overlap"] not in presets:
+                raise InputError(source, "overlap", data["overlap"], "megascale, none or a "
+                                 "mapping of dp_grad_reduce, dp_param_gather, pp_send_recv, "
+                                 "tp_comm, cp_comm, ep_comm to true/false", "megascale")
+            data["overlap"] = presets[data["overlap"]]
+        job = from_dict(cls, data, source, rules=JOB_RULES)
+        check_job_size(job, source)
+        return job
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (round-trips through ``from_dict``)."""
@@ -214,7 +217,7 @@ def validate(job: JobSpec) -> None:
         raise ValueError(f"hidden {model.hidden} / heads {model.heads} not divisible by tp {job.tp}")
     validate_parallel(job, model)
     if job.batch % (job.dp * job.micro_batch):
-        raise ValueError(f"global batch {job.batch} not divisible by dp x micro_batch = "
+        raise ValueError(f"global_batch {job.batch} not divisible by dp x micro_batch = "
                          f"{job.dp * job.micro_batch}")
     if job.virtual_stages > 1 and job.micro_batches % job.pp:
         raise ValueError(f"interleaved schedule needs micro-batches ({job.micro_batches}) "
@@ -231,3 +234,66 @@ def rank_grid(job: JobSpec, placement: Sequence[int] | np.ndarray | None = None)
     from netsim.workload.layout import gpu_grid
 
     return gpu_grid(job, placement).reshape(job.pp, job.dp * job.cp, job.tp)
+
+
+def _bytes_choices() -> tuple[int, ...]:
+    return (1, 2, 4, 8)
+
+
+def _gpu_choices() -> tuple[str, ...]:
+    from netsim.hardware import HARDWARE
+
+    return tuple(HARDWARE)
+
+
+#: Bounds of the job-file keys beyond their types (``inputspec.Rule`` keyword arguments).
+JOB_RULES: dict[str, dict[str, Any]] = {
+    **{k: dict(min=1, max=2**24, example=8) for k in ("tp", "pp", "dp")},
+    "cp": dict(min=1, max=2**20, example=2),
+    "ep": dict(min=1, max=2**20, example=8),
+    "dp_replicate": dict(min=1, max=2**24, example=2),
+    "first_stage_layers": dict(min=0, max=2**16, example=7),
+    "last_stage_layers": dict(min=0, max=2**16, example=7),
+    "capacity_factor": dict(gt=0, max=1024, example=1.25),
+    "gpus": dict(min=0, max=2**40, example=1024),
+    "global_batch": dict(min=0, max=2**40, example=1536),
+    "micro_batch": dict(min=1, max=2**24, example=1),
+    "virtual_stages": dict(min=1, max=1024, example=2),
+    "seq": dict(min=1, max=2**24, example=2048),
+    "vocab": dict(min=1, max=2**24, example=51200),
+    "layers": dict(min=1, max=2**16, example=96),
+    "hidden": dict(min=1, max=2**24, example=12288),
+    "heads": dict(min=1, max=2**20, example=96),
+    "kv_heads": dict(min=1, max=2**20, example=8),
+    "ffn_hidden": dict(min=0, max=2**26, example=49152),
+    "act_bytes": dict(choices=_bytes_choices, example=2),
+    "grad_bytes": dict(choices=_bytes_choices, example=4),
+    "gpu": dict(choices=_gpu_choices, example="a100"),
+    "order": dict(example="tp-cp-ep-dp-pp"),
+}
+
+#: Bytes per rank a job needs at least: the fabric it runs on (1,940 B per GPU measured on
+#: megascale under tracemalloc, rounded up to 2 KiB).
+JOB_BYTES_PER_RANK = 2048
+#: Pipeline executor cost per (stage x chunk x micro-batch): predict of job `tiny` with 7,200
+#: more micro-batches per pipeline took 6.4 s and 36 MB more (2 stages; 2-core machine at load
+#: ~30): 0.44 ms and 2.5 KB each, rounded up.
+PIPELINE_S_PER_TASK = 5e-4
+PIPELINE_BYTES_PER_TASK = 4096
+
+
+def check_job_size(job: JobSpec, source: str = "job") -> None:
+    """Refuse a job whose ranks or pipeline schedule would not fit in memory or time
+    (estimate and limit named)."""
+    from inputspec import check_memory, check_time
+
+    check_memory(job.world * JOB_BYTES_PER_RANK, f"a job of {job.world:,} ranks",
+                 f"{JOB_BYTES_PER_RANK:,} B per rank for the fabric it runs on", source)
+    m = job.batch // max(1, job.dp * job.micro_batch)
+    tasks = job.pp * job.virtual_stages * m
+    how = (f"pp {job.pp} x virtual_stages {job.virtual_stages} x {m:,} micro-batches "
+           f"(global_batch {job.batch:,} / (dp x micro_batch)) = {tasks:,} steps")
+    check_memory(tasks * PIPELINE_BYTES_PER_TASK, "its pipeline schedule",
+                 f"{how} x {PIPELINE_BYTES_PER_TASK:,} B", source)
+    check_time(tasks * PIPELINE_S_PER_TASK, "predicting it",
+               f"{how} x {PIPELINE_S_PER_TASK * 1e3:g} ms", source)

@@ -23,6 +23,7 @@ import os
 import sys
 
 from tuner.cli._output import UsageError
+from tuner.cli._progress import ticker
 
 # Order is the order shown in ``netsim --help``.
 SUBCOMMANDS = (
@@ -64,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args._run(args) or 0)
+        with ticker(args.command):  # progress on a terminal for runs longer than 2 s
+            return int(args._run(args) or 0)
     except (UsageError, ValueError, OSError, KeyError) as exc:
         if os.environ.get("NETSIM_DEBUG"):
             raise

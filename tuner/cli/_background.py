@@ -24,9 +24,24 @@ def shared_prediction(args, job, fabric, hw, calibration, placement, comm: str, 
         raise ValueError("--background needs --comm flow: the jobs share the fabric in the "
                          "flow engine")
     background = load(args, fabric)
+    _check_disjoint_named(args.background, background, job, placement)
     return predict_shared(job, fabric, hw, background, placement=placement,
                           calibration=calibration, seed=args.seed,
                           progress=bar.set_description)
+
+
+def _check_disjoint_named(path, background, job, placement) -> None:
+    """The new job's GPUs against the background file's, the file named on a clash."""
+    import numpy as np
+
+    from inputspec import InputError
+    from tuner.background import check_disjoint
+
+    gpus = np.arange(job.world) if placement is None else np.asarray(placement, np.int64)
+    try:
+        check_disjoint(background, gpus)
+    except ValueError as exc:
+        raise InputError(f"background file {path}", problem=str(exc)) from None
 
 
 def print_background(rows: list[dict]) -> None:

@@ -73,4 +73,22 @@ def progress(iterable=None, total=None, desc: str = "", enabled: bool = True):
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
         return iterable
-    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, disable=not enabled, leave=False)
+    return tqdm(iterable, total=total, desc=desc, file=sys.stderr, disable=not enabled, leave=False,
+                **_size_fallback())
+
+
+def _size_fallback() -> dict:
+    """A terminal that reports a 0 x 0 size (a fresh pty, some container shells) makes tqdm
+    draw nothing; give it 100 x 24 there."""
+    import os
+
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return {}
+    out = {}
+    if size.columns <= 0:
+        out["ncols"] = 100
+    if size.lines <= 0:
+        out["nrows"] = 24
+    return out

@@ -48,6 +48,18 @@ def register(sub) -> argparse.ArgumentParser:
     return p
 
 
+def _check_trace_fits(jobs, fabric, path) -> None:
+    """Refuse, naming the file, a trace job larger than the fabric."""
+    from inputspec import InputError
+
+    big = [j for j in jobs if j.job.world > len(fabric.gpus)]
+    if big:
+        j = big[0]
+        raise InputError(f"trace file {path}", problem=f"job {j.name}: gpus {j.job.world} "
+                         f"(tp x pp x dp): more GPUs than the fabric has ({fabric.name}: "
+                         f"{len(fabric.gpus)})")
+
+
 def run(args: argparse.Namespace) -> int:
     from topologies import load_fabric
     from tuner import cluster
@@ -56,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     fabric = load_fabric(args.fabric)
     if args.trace is not None:
         jobs = cluster.read_trace(args.trace)
+        _check_trace_fits(jobs, fabric, args.trace)
     else:
         if args.jobs < 1:
             raise ValueError("--jobs must be >= 1")

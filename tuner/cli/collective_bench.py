@@ -33,8 +33,10 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--op", default="allreduce",
                    help="allreduce, allgather, reducescatter, broadcast, alltoall, sendrecv")
     p.add_argument("--fabric", default=None, help=f"preset or fabric file (default {DEFAULT_FABRIC})")
-    p.add_argument("-b", "--minbytes", default="8MB", help="smallest size (default 8MB)")
-    p.add_argument("-e", "--maxbytes", default="1GB", help="largest size (default 1GB)")
+    p.add_argument("-b", "--minbytes", default="8M",
+                   help="smallest size, read as nccl-tests reads it: K, M, G are powers of 1024 "
+                   "(8M = 8MB = 8 MiB; default 8M)")
+    p.add_argument("-e", "--maxbytes", default="1G", help="largest size (default 1G = 1 GiB)")
     p.add_argument("-f", "--stepfactor", type=float, default=2.0, help="size multiplier (2)")
     p.add_argument("--dtype", default="float", choices=sorted(DTYPE_BYTES),
                    help="element type for the count column (default float)")
@@ -62,7 +64,7 @@ def sizes(lo: int, hi: int, factor: float) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     from netsim.collectives import CollectiveCall, alltoall_load, canonical_op, simulate_calls
     from topologies import load_fabric
-    from topologies.units import parse_bytes
+    from topologies.units import parse_nccl_size
 
     fabric = load_fabric(args.fabric or DEFAULT_FABRIC)
     op = canonical_op(args.op)
@@ -75,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
     n = ranks if isinstance(ranks, int) else len(ranks)
     load = op == "alltoall" and (args.alltoall_mode == "load" or (
         args.alltoall_mode == "auto" and n > LOAD_MODE_ABOVE_RANKS))
-    failed = failed_from_args(args.fail_links)
+    failed = failed_from_args(args.fail_links, fabric)
     rows, results = [], []
-    for size in sizes(parse_bytes(args.minbytes), parse_bytes(args.maxbytes), args.stepfactor):
+    for size in sizes(parse_nccl_size(args.minbytes), parse_nccl_size(args.maxbytes),
+                      args.stepfactor):
         # one run per size: the calls must not contend with each other
         if load:
             res = alltoall_load(fabric, ranks, size, nccl, model=model, seed=args.seed,

@@ -28,20 +28,24 @@ def register(sub) -> argparse.ArgumentParser:
         description="Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
         "communication on the fabric) of a GPT model. Flags override the model preset.",
     )
-    p.add_argument("--job", default=None, help="YAML/JSON job file (keys of JobSpec) or packaged job name; flags win")
-    p.add_argument("--like", metavar="TRACE_DIR", default=None,
-                   help="take the job (model, degrees, batch, micro-batches) from a trace; "
-                   "flags win")
+    p.add_argument("--job", default=None,
+                   help="YAML/JSON job file (keys of JobSpec) or packaged job name "
+                   "(gpt3-175b, tiny, ...); flags win")
     p.add_argument("--model", default=None,
                    help="model preset (gpt3-175b default, llama3-405b, deepseek-v3, ...) or a "
                    "transformers config.json path")
+    p.add_argument("--like", metavar="TRACE_DIR", default=None,
+                   help="take the job (model, degrees, batch, micro-batches) from a trace; "
+                   "flags win")
     p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
     p.add_argument("--pp", type=int, default=None, help="pipeline-parallel degree")
     p.add_argument("--dp", type=int, default=None, help="data-parallel degree")
     p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration")
-    p.add_argument("--micro-batch", type=int, default=None, help="sequences per micro-batch")
+    p.add_argument("--micro-batch", "--micro-batch-size", dest="micro_batch", type=int,
+                   default=None, help="sequences per micro-batch (a size)")
+    _add_micro_batches(p)
     p.add_argument("--seq", type=int, default=None, help="sequence length override")
     p.add_argument("--vocab", type=int, default=None, help="vocabulary size override")
     p.add_argument("--virtual-stages", type=int, default=None,
@@ -56,7 +60,8 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--fabric", default=None,
                    help="fabric preset or file; default: a rail-optimised fabric sized to the job")
     p.add_argument("--placement", default=None,
-                   help="file with one GPU position per rank (whitespace separated)")
+                   help="placement.json written by netsim place/recommend (with the same "
+                   "--fabric), or a file with one GPU position per rank (whitespace separated)")
     p.add_argument("--calibration", default=None, help="calibration.json from netsim calibrate")
     p.add_argument("--nic-scale", type=float, default=1.0,
                    help="what-if multiplier of every NIC's bandwidth")
@@ -112,13 +117,10 @@ def _megascale_opts(args: argparse.Namespace):
 
 def _job_from_args(args: argparse.Namespace):
     from netsim.workload import JobSpec, Overlap
+    from tuner.jobs import job_source, read_job_dict
 
-    data: dict = {}
-    if args.job:  # a file, or a packaged job name (tuner/jobs)
-        from tuner.jobs import read_job_dict
-
-        data = dict(read_job_dict(args.job))
-        args.megascale_file = data.pop("megascale_opts", None)
+    data: dict = dict(read_job_dict(args.job)) if args.job else {}
+    args.megascale_file = data.pop("megascale_opts", None)
     flags = {"model": args.model, "gpu": args.gpu, "gpus": args.gpus, "tp": args.tp,
              "pp": args.pp, "dp": args.dp, "global_batch": args.global_batch,
              "micro_batch": args.micro_batch, "seq": args.seq, "vocab": args.vocab,
@@ -132,7 +134,24 @@ def _job_from_args(args: argparse.Namespace):
         data["overlap"] = _parse_overlap(args.overlap, Overlap)
     elif getattr(args, "megascale", False):
         data["overlap"] = Overlap.megascale()
-    return JobSpec.from_dict(data)
+    data = _apply_micro_batches(data, args)
+    given = any(v is not None for v in flags.values()) or args.overlap or \
+        getattr(args, "micro_batches", None) is not None or bool(modern_values(args))
+    source = job_source(args.job) + (" with flags" if args.job and given else "")
+    return JobSpec.from_dict(data, source=source)
+
+
+def _add_micro_batches(p) -> None:
+    from tuner.jobs import add_micro_batches_argument
+
+    add_micro_batches_argument(p)
+
+
+def _apply_micro_batches(data: dict, args: argparse.Namespace) -> dict:
+    from tuner.jobs import apply_micro_batches
+
+    return apply_micro_batches(data, getattr(args, "micro_batches", None), args.global_batch,
+                               args.micro_batch)
 
 
 def _job_overrides(args: argparse.Namespace) -> dict:
@@ -193,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
         fabric = load_fabric(args.fabric)
         degrade_links(fabric, degrades)
     bar.update(1)
-    placement = _read_placement(args.placement) if args.placement else None
+    placement = _read_placement(args.placement, fabric, job.world) if args.placement else None
 
     def say(msg: str) -> None:
         bar.set_description(msg)
@@ -216,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
             calibration.compute_model(hw) if calibration else None)
     shared = None
     if getattr(args, "background", None):
+        if stragglers:
+            raise ValueError("--straggler with --background: not modelled together; "
+                             "drop one of them")
         from tuner.cli._background import shared_prediction
 
         if stragglers or compute_model is not None:
@@ -261,12 +283,11 @@ def _runs(values: list[int]) -> str:
     return ", ".join(out)
 
 
-def _read_placement(path: str) -> list[int]:
-    with open(path) as fh:
-        try:
-            return [int(tok) for tok in fh.read().split()]
-        except ValueError:
-            raise ValueError(f"placement file {path}: expected integers (GPU positions)") from None
+def _read_placement(path: str, fabric=None, world: int | None = None) -> list[int]:
+    """``placement.json`` from place/recommend (needs its --fabric) or GPU positions."""
+    from tuner.inputs import placement_positions
+
+    return placement_positions(path, fabric, world)
 
 
 def _print_human(pred, fabric, comm: str, hw_name: str) -> None:

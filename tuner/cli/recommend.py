@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         rec = recommend(fabric, job, opts, progress=step)
     finally:
         close()
-    paths = write_outputs(rec, args.output)
+    paths = write_outputs(rec, args.output, fabric)
     if args.json:
         print_json({**rec.to_json(), "files": [str(p) for p in paths]})
         return 0

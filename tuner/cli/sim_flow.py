@@ -46,7 +46,8 @@ def add_nccl_arguments(p: argparse.ArgumentParser) -> None:
          help="all-to-all engine: exact flow run, or load mode (QPs routed in bulk, time from "
               "the busiest link; docs/flow-engine.md); auto = load above 2,048 ranks")
     _add(p, "--fail-links", default=None,
-         help="comma list of directed link ids that are down (flows re-hash onto survivors)")
+         help="comma list of network links that are down, by id or name (tor0->agg2; "
+              "either direction names the cable); flows re-hash onto survivors")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -107,9 +108,14 @@ def ranks_from_args(text, fabric):
     return items
 
 
-def failed_from_args(text) -> tuple[int, ...]:
+def failed_from_args(text, fabric=None) -> tuple[int, ...]:
+    """``--fail-links``: ids or names (``tor0->agg2``) of network links, comma separated."""
     if not text:
         return ()
+    if fabric is not None:
+        from topologies.links import parse_failed_links
+
+        return parse_failed_links(fabric, text)
     try:
         return tuple(int(t) for t in str(text).split(",") if t.strip())
     except ValueError:
@@ -122,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
     fabric = load_fabric(args.fabric or DEFAULT_FABRIC)
     model = model_from_args(args)
-    failed = failed_from_args(getattr(args, "fail_links", None))
+    failed = failed_from_args(getattr(args, "fail_links", None), fabric)
     if getattr(args, "collective", None):
         return _run_collective(args, fabric, model, failed, parse_bytes(args.size or "1GiB"))
     return _run_traffic(args, fabric, model, failed, parse_bytes(args.size or "2MB"))

@@ -35,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
               "default permutation")
     _add(g, "--pfc", choices=["on", "off"], default="on", help="PFC on the RoCE class (default on)")
     _add(g, "--flap", action="append", default=[], metavar="LINK@T+D",
-         help="link flap: LINK (directed link id, U~V, or first-hop) down at T for D, "
-              "e.g. first-hop@100us+2ms (repeatable)")
+         help="link flap: LINK (directed link id, U->V such as tor0->agg2, or first-hop) "
+              "down at T for D, e.g. first-hop@100us+2ms (repeatable)")
     _add(g, "--ib-timeout", type=int, default=20,
          help="verbs timeout / NCCL_IB_TIMEOUT: retransmit timer 4.096 us x 2^N (default 20)")
     _add(g, "--retry-cnt", type=int, default=7, help="NCCL_IB_RETRY_CNT, 0..7 (default 7)")
@@ -125,12 +125,16 @@ def _duration_or_none(text):
 def run(args: argparse.Namespace) -> int:
     from netsim.faults import parse_flap
     from netsim.packet import simulate_packets
+    from netsim.packet.build import check_packet_size
     from netsim.packet.plots import write_series
     from topologies import load_fabric
+    from topologies.files import resolve_spec
     from topologies.routing import Router
     from topologies.units import parse_bytes
 
-    fabric = load_fabric(args.fabric or DEFAULT_FABRIC)
+    name = args.fabric or DEFAULT_FABRIC
+    check_packet_size(resolve_spec(name), f"--fabric {name}")
+    fabric = load_fabric(name)
     size = parse_bytes(args.size or DEFAULT_SIZE)
     rng = np.random.default_rng(args.seed)
     flows = _flows(args, fabric, size, rng)

@@ -14,7 +14,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import yaml
+from inputspec import InputError, read_data
 
 _HERE = Path(__file__).parent
 
@@ -64,19 +64,38 @@ def packaged_jobs() -> list[str]:
     return sorted(p.stem for p in _HERE.glob("*.yaml"))
 
 
-def read_job_dict(spec: str) -> dict[str, Any]:
-    """Keys of a job file path or packaged example name."""
+def resolve_job(spec: str) -> Path:
+    """The file a ``--job`` value names: a path, or a packaged example's name."""
     path = Path(spec)
-    if not path.is_file():
-        named = _HERE / f"{spec}.yaml"
-        if not named.is_file():
-            raise ValueError(f"--job {spec!r}: no such file and no packaged job of that name "
-                             f"(packaged: {', '.join(packaged_jobs())})")
-        path = named
-    data = yaml.safe_load(path.read_text()) or {}
+    if path.is_file():
+        return path
+    named = _HERE / f"{spec}.yaml"
+    if named.is_file() and not path.exists():
+        return named
+    raise InputError(f"--job {spec!r}", problem="no such file and no packaged job of that "
+                     f"name (packaged: {', '.join(packaged_jobs())})")
+
+
+def read_job_dict(spec: str) -> dict[str, Any]:
+    """Keys of a job file path or packaged example name (file errors name the file)."""
+    path = resolve_job(spec)
+    data = read_data(path, "job")
+    if data is None:
+        return {}
     if not isinstance(data, dict):
-        raise ValueError(f"job file {path}: expected a mapping of keys such as model, tp, pp, dp")
+        raise InputError(f"job file {path}", None, data,
+                         "a mapping of keys such as model, tp, pp, dp", {"tp": 8})
     return data
+
+
+def job_source(spec: str | None) -> str:
+    """How errors name a job: its file, plus the flags that override it."""
+    if not spec:
+        return "job flags"
+    try:
+        return f"job file {resolve_job(spec)}"
+    except ValueError:
+        return f"job {spec!r}"
 
 
 def load_job(spec: str | None = None, **overrides: Any):
@@ -84,10 +103,12 @@ def load_job(spec: str | None = None, **overrides: Any):
     from netsim.workload import JobSpec
 
     data = read_job_dict(spec) if spec else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    flags = {k: v for k, v in overrides.items() if v is not None}
+    data.update(flags)
     if not data:
         raise ValueError("no job given: pass --job FILE|NAME or --model/--tp/--pp/--dp flags")
-    return JobSpec.from_dict(data)
+    source = job_source(spec) + (" with flags" if spec and flags else "")
+    return JobSpec.from_dict(data, source=source)
 
 
 def add_job_arguments(p: argparse.ArgumentParser) -> None:
@@ -96,13 +117,53 @@ def add_job_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"job YAML file or packaged name ({', '.join(packaged_jobs())})")
     g = p.add_argument_group("job as flags (override the file's keys)")
     for key, typ in JOB_FLAGS.items():
-        g.add_argument("--" + key.replace("_", "-"), dest=f"job_{key}", type=typ, default=None,
-                       metavar=key.upper())
+        names = ["--" + key.replace("_", "-")] + (["--micro-batch-size"]
+                                                  if key == "micro_batch" else [])
+        g.add_argument(*names, dest=f"job_{key}", type=typ, default=None, metavar=key.upper())
+    add_micro_batches_argument(g, dest="job_micro_batches")
     add_modern_arguments(p, prefix="job_")
+
+
+def add_micro_batches_argument(p, dest: str = "micro_batches") -> None:
+    """``--micro-batches`` (a count, as the trainer's flag) next to ``--micro-batch`` (a size)."""
+    p.add_argument("--micro-batches", dest=dest, type=int, default=None, metavar="M",
+                   help="micro-batches per pipeline per iteration (a count, as in the trainer); "
+                   "with --global-batch sets the micro-batch size, else global batch = "
+                   "M x dp x micro-batch size")
+
+
+def apply_micro_batches(data: dict[str, Any], count: int | None, global_flag: int | None,
+                        size_flag: int | None) -> dict[str, Any]:
+    """Turn a micro-batch *count* into the job keys (``micro_batch`` is a size, as in
+    Megatron-LM's ``--micro-batch-size``; the trainer's ``--micro-batches`` is a count)."""
+    if count is None:
+        return data
+    if count < 1:
+        raise InputError("--micro-batches", None, count, "an integer >= 1", 4)
+    dp = int(data.get("dp", 1) or 1)
+    if global_flag is not None and size_flag is None:
+        if global_flag % (dp * count):
+            raise InputError("--micro-batches", None, count, f"a divisor of global batch "
+                             f"{global_flag} / dp {dp}", max(1, global_flag // dp))
+        return {**data, "micro_batch": global_flag // (dp * count)}
+    want = count * dp * int(data.get("micro_batch", 1) or 1)
+    if global_flag is not None and global_flag != want:
+        raise InputError("--micro-batches", None, count, f"global batch {global_flag} = "
+                         "micro-batches x dp x micro-batch size", global_flag //
+                         (dp * int(data.get("micro_batch", 1) or 1)) or 1)
+    return {**data, "global_batch": want}
 
 
 def job_from_args(args: argparse.Namespace):
     """The JobSpec the parsed ``--job`` and job flags describe."""
     overrides = {k: getattr(args, f"job_{k}") for k in JOB_FLAGS}
     overrides.update(modern_values(args, prefix="job_"))
-    return load_job(args.job, **overrides)
+    count = getattr(args, "job_micro_batches", None)
+    if count is None:
+        return load_job(args.job, **overrides)
+    data = read_job_dict(args.job) if args.job else {}
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    data = apply_micro_batches(data, count, overrides["global_batch"], overrides["micro_batch"])
+    from netsim.workload import JobSpec
+
+    return JobSpec.from_dict(data, source=job_source(args.job) + " with flags")

@@ -1,0 +1,271 @@
+"""Deployable files of `netsim recommend` (issue #19), each checked by a parser of its format:
+bash -n and shellcheck for nic_setup.sh (and its --dry-run output), JSON plus the SONiC
+config_db table/key schema for sonic_config_db_<role>.json, a grammar derived from NVIDIA's
+NVUE reference for switch_nvue.txt, and bash itself for nccl.env."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tuner.recommend import CNP_DSCP, CNP_PRIO, ROCE_DSCP, ROCE_PRIO, Recommendation, write_outputs
+from tuner.render import TunerRow, headroom_bytes
+
+RP = {"rpg_time_reset": 7, "rpg_byte_reset": 344844, "rpg_ai_rate": 8, "rpg_hai_rate": 444,
+      "dce_tcp_g": 975}
+NP = {"cnp_dscp": CNP_DSCP, "cnp_802p_prio": CNP_PRIO, "min_time_between_cnps": 1}
+ECN = {"kmin_bytes": 21243, "kmax_bytes": 324344, "pmax": 0.0848}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    from topologies import load_fabric
+
+    fabric = load_fabric("fat-tree-k8")
+    out = tmp_path_factory.mktemp("rec")
+    rec = Recommendation(
+        fabric=fabric.name, job={"model": "tiny"}, settings=[],
+        env={"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_TUNER_CONFIG_FILE": "nccl_tuner.csv"},
+        env_reasons={}, tuner_rows=[TunerRow("allreduce", 0, 65536, "ring", "ll")],
+        nic_rp=RP, nic_np=NP, ecn=ECN, headroom_ports=[],
+        ranks=[{"rank": 0, "host": fabric.servers[0], "local_rank": 0, "gpu": fabric.gpus[0]}],
+        iteration_default_s=1.0, iteration_recommended_s=0.9)
+    paths = write_outputs(rec, out, fabric)
+    return fabric, out, {p.name: p for p in paths}
+
+
+def test_files_kept_and_added(written):
+    _, out, paths = written
+    for name in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf", "switch_qos.yaml",
+                 "placement.json", "report.md", "nic_setup.sh", "switch_nvue.txt",
+                 "sonic_config_db_tor.json", "sonic_config_db_agg.json",
+                 "sonic_config_db_core.json"):
+        assert name in paths and (out / name).is_file(), name
+
+
+# -- nic_setup.sh ---------------------------------------------------------------------------
+
+
+def test_nic_script_parses(written):
+    _, out, _ = written
+    script = out / "nic_setup.sh"
+    assert os.access(script, os.X_OK)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed")
+def test_nic_script_shellcheck_clean(written):
+    _, out, _ = written
+    proc = subprocess.run(["shellcheck", "-s", "bash", str(out / "nic_setup.sh")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
+
+
+def _dry(out: Path, *args: str, env: dict | None = None) -> list[str]:
+    proc = subprocess.run(["bash", str(out / "nic_setup.sh"), *args], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_nic_script_dry_run_commands(written):
+    fabric, out, _ = written
+    lines = _dry(out, "--dry-run", "mlx5_7")
+    ifc = "mlx5_7_netdev"  # no such device here: the dry run names it
+    assert f"+ mlnx_qos -i {ifc} --trust dscp" in lines
+    assert f"+ mlnx_qos -i {ifc} --pfc 0,0,0,1,0,0,0,0" in lines
+    for point in ("roce_rp", "roce_np"):
+        assert f"+ echo 1 > /sys/class/net/{ifc}/ecn/{point}/enable/{ROCE_PRIO}" in lines
+    for k, v in RP.items():
+        assert f"+ echo {v} > /sys/class/net/{ifc}/ecn/roce_rp/{k}" in lines
+    for k, v in NP.items():
+        assert f"+ echo {v} > /sys/class/net/{ifc}/ecn/roce_np/{k}" in lines
+    assert not any("mlxconfig" in ln for ln in lines)  # only with --persistent
+    persistent = _dry(out, "--persistent", env={"DRY_RUN": "1"})
+    mlx = [ln for ln in persistent if ln.startswith("+ mlxconfig -y -d ")]
+    assert len(mlx) == fabric.nics_per_server  # default devices: the server's NICs
+    words = mlx[0].split()
+    assert words[5] == "set"
+    params = dict(w.split("=") for w in words[6:])
+    assert params["ROCE_CC_PRIO_MASK_P1"] == str(1 << ROCE_PRIO)
+    for k, v in {**RP, **NP}.items():
+        assert params[f"{k.upper()}_P1"] == str(v)
+    bad = subprocess.run(["bash", str(out / "nic_setup.sh"), "--bogus"], capture_output=True)
+    assert bad.returncode == 2
+
+
+# -- SONiC config_db fragments ---------------------------------------------------------------
+
+#: Table -> fields, from sonic-buildimage src/sonic-yang-models/doc/Configuration.md.
+SONIC_FIELDS = {
+    "DSCP_TO_TC_MAP": None, "TC_TO_QUEUE_MAP": None, "TC_TO_PRIORITY_GROUP_MAP": None,
+    "MAP_PFC_PRIORITY_TO_QUEUE": None,  # maps: digit -> digit
+    "PORT_QOS_MAP": {"dscp_to_tc_map", "tc_to_queue_map", "tc_to_pg_map", "pfc_to_queue_map",
+                     "pfc_enable", "dot1p_to_tc_map", "scheduler"},
+    "WRED_PROFILE": {"ecn", "wred_green_enable", "wred_yellow_enable", "wred_red_enable",
+                     "green_min_threshold", "green_max_threshold", "green_drop_probability",
+                     "yellow_min_threshold", "yellow_max_threshold", "yellow_drop_probability",
+                     "red_min_threshold", "red_max_threshold", "red_drop_probability"},
+    "SCHEDULER": {"type", "weight", "priority", "meter_type", "cir", "pir", "cbs", "pbs"},
+    "QUEUE": {"scheduler", "wred_profile"},
+    "BUFFER_PROFILE": {"pool", "xon", "xoff", "size", "dynamic_th", "static_th", "xon_offset"},
+    "BUFFER_PG": {"profile"},
+    "CABLE_LENGTH": None,
+}
+PORTS = r"Ethernet\d+(,Ethernet\d+)*"
+KEY = {"PORT_QOS_MAP": PORTS, "QUEUE": PORTS + r"\|\d+(-\d+)?",
+       "BUFFER_PG": PORTS + r"\|\d+(-\d+)?", "WRED_PROFILE": r"[A-Za-z0-9][-A-Za-z0-9_]{0,31}"}
+MAP_RANGE = {"DSCP_TO_TC_MAP": (63, 7), "TC_TO_QUEUE_MAP": (7, 7),
+             "TC_TO_PRIORITY_GROUP_MAP": (7, 7), "MAP_PFC_PRIORITY_TO_QUEUE": (7, 7)}
+
+
+def _check_sonic(doc: dict) -> None:
+    for table, rows in doc.items():
+        assert table in SONIC_FIELDS, f"unknown SONiC table {table}"
+        for key, row in rows.items():
+            if table in KEY:
+                assert re.fullmatch(KEY[table], key), (table, key)
+            if table in MAP_RANGE:
+                kmax, vmax = MAP_RANGE[table]
+                assert all(0 <= int(k) <= kmax and 0 <= int(v) <= vmax for k, v in row.items())
+            elif table == "CABLE_LENGTH":
+                assert all(re.fullmatch(r"Ethernet\d+", p) and re.fullmatch(r"\d+m", v)
+                           for p, v in row.items())
+            else:
+                assert set(row) <= SONIC_FIELDS[table], (table, set(row) - SONIC_FIELDS[table])
+            assert all(isinstance(v, str) for v in row.values()), (table, key)  # config_db
+
+
+def _check_references(doc: dict) -> None:
+    for row in doc["PORT_QOS_MAP"].values():
+        for field, table in (("dscp_to_tc_map", "DSCP_TO_TC_MAP"),
+                             ("tc_to_queue_map", "TC_TO_QUEUE_MAP"),
+                             ("tc_to_pg_map", "TC_TO_PRIORITY_GROUP_MAP"),
+                             ("pfc_to_queue_map", "MAP_PFC_PRIORITY_TO_QUEUE")):
+            assert row[field] in doc[table]
+        assert row["pfc_enable"] == str(ROCE_PRIO)
+    for row in doc["QUEUE"].values():
+        assert row["scheduler"] in doc["SCHEDULER"]
+        assert row.get("wred_profile", "ROCE_LOSSLESS") in doc["WRED_PROFILE"]
+    for row in doc["BUFFER_PG"].values():
+        assert row["profile"] in doc["BUFFER_PROFILE"]
+
+
+def test_sonic_fragments_follow_the_schema(written):
+    fabric, out, _ = written
+    for role in ("tor", "agg", "core"):
+        doc = json.loads((out / f"sonic_config_db_{role}.json").read_text())
+        _check_sonic(doc)
+        _check_references(doc)
+        dscp = doc["DSCP_TO_TC_MAP"]["ROCE"]
+        assert dscp[str(ROCE_DSCP)] == str(ROCE_PRIO) and dscp[str(CNP_DSCP)] == str(CNP_PRIO)
+        wred = doc["WRED_PROFILE"]["ROCE_LOSSLESS"]
+        assert (int(wred["green_min_threshold"]), int(wred["green_max_threshold"])) == \
+            (ECN["kmin_bytes"], ECN["kmax_bytes"])
+        assert wred["ecn"] == "ecn_all" and 0 <= int(wred["green_drop_probability"]) <= 100
+        for prof in doc["BUFFER_PROFILE"].values():  # xoff = the headroom formula
+            speed = re.search(r"pg_lossless_(\d+)_(\d+)m", [k for k, v in
+                              doc["BUFFER_PROFILE"].items() if v is prof][0])
+            assert int(prof["xoff"]) == headroom_bytes(int(speed.group(1)) * 10**6,
+                                                       float(speed.group(2)))
+            assert int(prof["size"]) == int(prof["xon"]) + int(prof["xoff"])
+    tor = json.loads((out / "sonic_config_db_tor.json").read_text())
+    ports = next(iter(tor["PORT_QOS_MAP"])).split(",")
+    assert len(ports) == 8  # a k=8 fat-tree ToR: 4 host ports + 4 uplinks
+
+
+def test_sonic_schema_check_can_fail():
+    with pytest.raises(AssertionError):
+        _check_sonic({"WRED_PROFILE": {"X": {"green_min": "1"}}})
+    with pytest.raises(AssertionError):
+        _check_sonic({"QUEUE": {"Ethernet0": {"scheduler": "s"}}})  # key lacks |queue
+
+
+# -- NVUE ------------------------------------------------------------------------------------
+
+_N = r"\d+"
+_TC = r"[0-7](,[0-7])*"
+#: Command forms of NVIDIA's NVUE reference ("Set and Unset Commands / QoS") used here, with
+#: the value ranges it gives.
+NVUE_GRAMMAR = [
+    (r"nv set qos roce mode (lossy|lossless)", None),
+    (rf"nv set qos roce cable-length ({_N})", (1, 100000)),
+    (r"nv set qos roce enable (on|off)", None),
+    (r"nv set qos mapping (\S+) trust (l2|l3|port|both)", None),
+    (rf"nv set qos mapping (\S+) dscp ({_N}(?:,{_N})*) switch-priority ([0-7])", None),
+    (r"nv set qos pfc (\S+) switch-priority ([0-7](?:,[0-7])*)", None),
+    (r"nv set qos pfc (\S+) (tx|rx) (enable|disable)", None),
+    (rf"nv set qos pfc (\S+) cable-length ({_N})", (1, 100000)),
+    (rf"nv set qos congestion-control (\S+) traffic-class ({_TC}) (ecn|red) (enable|disable)",
+     None),
+    (rf"nv set qos congestion-control (\S+) traffic-class ({_TC}) (min|max)-threshold ({_N})",
+     (0, 2**32 - 1)),
+    (rf"nv set qos congestion-control (\S+) traffic-class ({_TC}) probability ({_N})",
+     (1, 100)),
+    (rf"nv set qos egress-scheduler (\S+) traffic-class ({_TC}) mode (dwrr|strict)", None),
+    (rf"nv set qos egress-scheduler (\S+) traffic-class ({_TC}) bw-percent ({_N})", (1, 100)),
+    (r"nv config apply", None),
+]
+
+
+def parse_nvue(text: str) -> list[tuple[str, list[str]]]:
+    """(form, captured fields) per command; AssertionError on a line outside the grammar."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        for form, bounds in NVUE_GRAMMAR:
+            m = re.fullmatch(form, line.strip())
+            if m:
+                if bounds:
+                    value = int(m.groups()[-1])
+                    assert bounds[0] <= value <= bounds[1], line
+                out.append((form, list(m.groups())))
+                break
+        else:
+            raise AssertionError(f"not an NVUE command of the grammar: {line!r}")
+    return out
+
+
+def test_nvue_commands_follow_the_grammar(written):
+    _, out, _ = written
+    cmds = parse_nvue((out / "switch_nvue.txt").read_text())
+    assert cmds[-1][0] == "nv config apply"
+    text = (out / "switch_nvue.txt").read_text()
+    assert f"traffic-class {ROCE_PRIO} min-threshold {ECN['kmin_bytes']}" in text
+    assert f"traffic-class {ROCE_PRIO} max-threshold {ECN['kmax_bytes']}" in text
+    assert f"dscp {ROCE_DSCP} switch-priority {ROCE_PRIO}" in text
+    bw = [int(g[-1]) for f, g in cmds if "bw-percent" in f]
+    assert sum(bw) <= 100
+
+
+def test_nvue_grammar_can_fail():
+    with pytest.raises(AssertionError):
+        parse_nvue("nv set qos congestion-control default-global traffic-class 3 probability 0")
+    with pytest.raises(AssertionError):
+        parse_nvue("nv set qos ecn on")
+
+
+# -- nccl.env --------------------------------------------------------------------------------
+
+
+def test_nccl_env_complete_and_sourceable(written):
+    _, out, _ = written
+    env_file = out / "nccl.env"
+    subprocess.run(["bash", "-n", str(env_file)], check=True)
+    proc = subprocess.run(["env", "-i", "bash", "-c", f". {env_file}; env"],
+                          capture_output=True, text=True, check=True)
+    env = dict(ln.split("=", 1) for ln in proc.stdout.splitlines() if ln.startswith("NCCL_"))
+    for name in ("NCCL_SOCKET_IFNAME", "NCCL_IB_GID_INDEX", "NCCL_NET_GDR_LEVEL",
+                 "NCCL_TUNER_PLUGIN", "NCCL_TUNER_CONFIG_FILE"):
+        assert name in env, name
+    assert Path(env["NCCL_TUNER_CONFIG_FILE"]).is_absolute()
+    assert Path(env["NCCL_TUNER_CONFIG_FILE"]) == (out / "nccl_tuner.csv").resolve()
+    assert env["NCCL_NET_GDR_LEVEL"] in ("LOC", "PIX", "PXB", "PHB", "SYS")
+    assert int(env["NCCL_IB_GID_INDEX"]) >= -1

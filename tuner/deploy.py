@@ -1,0 +1,321 @@
+"""Deployable artifacts of a recommendation: files an operator applies as written.
+
+``netsim recommend -o DIR`` keeps its six files (contract) and adds:
+
+* ``nic_setup.sh``: bash script for every ConnectX NIC of a server, with ``--dry-run`` (print
+  the commands instead of running them) and ``--persistent`` (also write the firmware
+  defaults with ``mlxconfig``). Runtime part: ``mlnx_qos -i IF --trust dscp`` and
+  ``mlnx_qos -i IF --pfc 0,0,0,1,0,0,0,0`` (PFC on the RoCE priority), DCQCN enabled on that
+  priority and its parameters written to ``/sys/class/net/IF/ecn/roce_{rp,np}/``.
+* ``sonic_config_db_<role>.json``: a SONiC ``config_db.json`` fragment per switch role (ToR,
+  agg, core), to load with ``sudo config load FILE`` or merge into ``/etc/sonic/config_db.json``.
+* ``switch_nvue.txt``: NVIDIA Cumulus Linux NVUE commands (``nv set qos ...``, ``nv config
+  apply``), one per line, for Spectrum switches.
+* ``nccl.env`` gains NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX, NCCL_NET_GDR_LEVEL,
+  NCCL_TUNER_PLUGIN and an absolute NCCL_TUNER_CONFIG_FILE (``complete_env``).
+
+Sources of every command and key (see also ``docs/recommend.md``, "Deployable files"):
+
+* ``mlnx_qos`` flags ``--trust dscp``, ``--pfc 0,0,0,1,0,0,0,0``: MLNX_OFED host-side QoS as
+  in ``shared/reference/nccl-roce.md`` 5.4 and NVIDIA network-operator's RoCE optimisation
+  ("configure pfc for priority 3, set trust to dscp").
+* sysfs ``ecn/roce_rp/{enable/<prio>,<param>}`` and ``ecn/roce_np/...``: MLNX_OFED/DOCA, as in
+  nccl-roce.md 5.1 (the names of ``nic_dcqcn.conf``).
+* ``mlxconfig -y -d PCI set NAME_P1=V``: mstflint ``mlxconfig`` parameters ``ROCE_CC_PRIO_MASK_P1``,
+  ``RPG_TIME_RESET_P1``, ``RPG_BYTE_RESET_P1``, ``RPG_AI_RATE_P1``, ``RPG_HAI_RATE_P1``,
+  ``DCE_TCP_G_P1``, ``MIN_TIME_BETWEEN_CNPS_P1``, ``CNP_DSCP_P1``, ``CNP_802P_PRIO_P1`` (its
+  ``mlxconfig q`` dump and help text; nccl-roce.md 5.1).
+* SONiC tables and keys: sonic-buildimage ``src/sonic-yang-models/doc/Configuration.md``
+  (DSCP_TO_TC_MAP, TC_TO_QUEUE_MAP, TC_TO_PRIORITY_GROUP_MAP, MAP_PFC_PRIORITY_TO_QUEUE,
+  PORT_QOS_MAP with ``pfc_enable``, QUEUE ``PORT|q`` with ``scheduler``/``wred_profile``,
+  SCHEDULER ``type``/``weight``, WRED_PROFILE ``ecn``/``green_*``, BUFFER_PROFILE
+  ``pool``/``xon``/``xoff``/``size``/``dynamic_th``, BUFFER_PG ``PORT|3``, CABLE_LENGTH).
+* NVUE: Cumulus Linux NVUE reference, "Set and Unset Commands / QoS" (``nv set qos roce mode``,
+  ``roce cable-length``, ``congestion-control <profile> traffic-class <tc> {ecn,min-threshold,
+  max-threshold,probability}``, ``egress-scheduler <profile> traffic-class <tc> {mode,
+  bw-percent}``, ``mapping <profile> {trust,dscp <d> switch-priority <p>}``, ``pfc <profile>
+  {switch-priority,tx,rx,cable-length}``) and ``nv config apply``.
+* NCCL: NCCL_TUNER_PLUGIN ``example`` loads ``libnccl-tuner-example.so`` (NCCL tries the name,
+  then ``libnccl-tuner-<name>.so``; ``plugins/tuner/example/Makefile`` builds that file);
+  NCCL_IB_GID_INDEX ``-1`` is NCCL's automatic choice (2.21+); NCCL_NET_GDR_LEVEL levels
+  LOC/PIX/PXB/PHB/SYS; NCCL_SOCKET_IFNAME ``^`` excludes prefixes (nccl-roce.md, table 1).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROLES = ("tor", "agg", "core")
+#: MTU of the lossless class in the headroom/xon arithmetic (RoCE path MTU 4096).
+MTU_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    """Host-specific choices the simulator cannot see; each is a parameter with a default."""
+
+    socket_ifname: str = "^lo,docker"
+    """NCCL bootstrap interfaces: every interface except lo and docker* (``^`` excludes)."""
+    gid_index: int = -1
+    """-1: NCCL (2.21+) picks the RoCEv2 IPv4 GID itself; older NCCL: the index `show_gids`
+    lists for RoCE v2 / IPv4 (often 3). NCCL's docs advise not to set it (nccl-roce.md)."""
+    gdr_level: str = "PXB"
+    """GPUDirect RDMA up to GPU and NIC behind PCIe switches (not through the CPU): HGX/DGX."""
+    tuner_plugin: str = "example"
+    """NCCL's example tuner plugin, ``libnccl-tuner-example.so``, reads nccl_tuner.csv."""
+
+
+def complete_env(env: dict[str, str], why: dict[str, str], outdir: Path,
+                 opts: DeployOptions = DeployOptions()) -> None:
+    """Add the host settings of a complete ``nccl.env`` to ``env`` in place; the tuner CSV's
+    path becomes absolute so the file works from any directory."""
+    csv = Path(outdir).resolve() / "nccl_tuner.csv"
+    env["NCCL_TUNER_CONFIG_FILE"] = str(csv)
+    extra = {
+        "NCCL_TUNER_PLUGIN": (opts.tuner_plugin, "loads libnccl-tuner-example.so (build "
+                              "plugins/tuner/example of the NCCL source; put it on "
+                              "LD_LIBRARY_PATH), which reads NCCL_TUNER_CONFIG_FILE"),
+        "NCCL_SOCKET_IFNAME": (opts.socket_ifname, "bootstrap/out-of-band sockets on every "
+                               "interface but lo and docker*; set =IF to pin one"),
+        "NCCL_IB_GID_INDEX": (str(opts.gid_index), "-1 = NCCL (2.21+) chooses the RoCEv2 "
+                              "IPv4 GID; for older NCCL use the index show_gids lists for "
+                              "RoCE v2 / IPv4 (often 3)"),
+        "NCCL_NET_GDR_LEVEL": (opts.gdr_level, "GPUDirect RDMA when GPU and NIC share PCIe "
+                               "switches (PXB), as on HGX/DGX boards"),
+    }
+    for name, (value, reason) in extra.items():
+        if name not in env:  # a probed value (e.g. the GID index) wins
+            env[name] = value
+            why[name] = reason
+
+
+# ---------------------------------------------------------------------------------------------
+# NIC script
+
+
+def _mlxconfig_args(rp: Mapping[str, int], np_: Mapping[str, int], priority: int) -> list[str]:
+    pairs = [("ROCE_CC_PRIO_MASK", 1 << priority)]
+    pairs += [(k.upper(), int(v)) for k, v in {**rp, **np_}.items()]
+    return [f"{name}_P1={value}" for name, value in pairs]
+
+
+def nic_script(rp: Mapping[str, int], np_: Mapping[str, int], priority: int,
+               devices: Sequence[str]) -> str:
+    """The bash text of ``nic_setup.sh``."""
+    pfc = ",".join("1" if p == priority else "0" for p in range(8))
+    sysfs = [f'write {int(v)} "/sys/class/net/$ifc/ecn/roce_rp/{k}"' for k, v in rp.items()]
+    sysfs += [f'write {int(v)} "/sys/class/net/$ifc/ecn/roce_np/{k}"' for k, v in np_.items()]
+    mlx = " ".join(_mlxconfig_args(rp, np_, priority))
+    lines = [
+        "#!/usr/bin/env bash",
+        "# ConnectX RoCE settings recommended by `netsim recommend` (sources: tuner/deploy.py).",
+        "# Usage: sudo ./nic_setup.sh [--dry-run] [--persistent] [RDMA_DEVICE ...]",
+        f"#   RDMA_DEVICE defaults to {' '.join(devices)}; each one's netdev and PCI address",
+        "#   are read from /sys/class/infiniband/DEV/device.",
+        "#   --dry-run     print the commands instead of running them (DRY_RUN=1 works too)",
+        "#   --persistent  also write the firmware defaults with mlxconfig (reboot to apply)",
+        "set -euo pipefail",
+        "",
+        'DRY_RUN="${DRY_RUN:-0}"',
+        "PERSISTENT=0",
+        "DEVICES=()",
+        'for arg in "$@"; do',
+        '  case "$arg" in',
+        "    --dry-run) DRY_RUN=1 ;;",
+        "    --persistent) PERSISTENT=1 ;;",
+        "    -h|--help) sed -n '2,7p' \"$0\"; exit 0 ;;",
+        '    -*) echo "nic_setup.sh: unknown option $arg" >&2; exit 2 ;;',
+        '    *) DEVICES+=("$arg") ;;',
+        "  esac",
+        "done",
+        f"if [ ${{#DEVICES[@]}} -eq 0 ]; then DEVICES=({' '.join(devices)}); fi",
+        "",
+        'run() { if [ "$DRY_RUN" = 1 ]; then echo "+ $*"; else "$@"; fi; }',
+        'write() { if [ "$DRY_RUN" = 1 ]; then echo "+ echo $1 > $2"; else echo "$1" > "$2"; fi; }',
+        "sysdir() { echo \"/sys/class/infiniband/$1/device\"; }",
+        "netdev_of() {",
+        '  for n in "$(sysdir "$1")"/net/*; do',
+        '    if [ -e "$n" ]; then basename "$n"; return; fi',
+        "  done",
+        '  if [ "$DRY_RUN" = 1 ]; then echo "${1}_netdev";',
+        '  else echo "nic_setup.sh: no netdev for $1" >&2; exit 2; fi',
+        "}",
+        "pci_of() {",
+        '  if [ -e "$(sysdir "$1")" ]; then basename "$(readlink -f "$(sysdir "$1")")";',
+        '  else echo "${1}_pci"; fi',
+        "}",
+        "",
+        'for dev in "${DEVICES[@]}"; do',
+        '  ifc="$(netdev_of "$dev")"',
+        f"  # trust DSCP, PFC on priority {priority} only (mlnx_qos, MLNX_OFED)",
+        '  run mlnx_qos -i "$ifc" --trust dscp',
+        f'  run mlnx_qos -i "$ifc" --pfc {pfc}',
+        f"  # DCQCN reaction and notification point on priority {priority} (MLNX_OFED sysfs)",
+        f'  write 1 "/sys/class/net/$ifc/ecn/roce_rp/enable/{priority}"',
+        f'  write 1 "/sys/class/net/$ifc/ecn/roce_np/enable/{priority}"',
+        *[f"  {s}" for s in sysfs],
+        '  if [ "$PERSISTENT" = 1 ]; then',
+        "    # firmware defaults (mstflint mlxconfig names); applied after a reboot/fw reset",
+        f'    run mlxconfig -y -d "$(pci_of "$dev")" set {mlx}',
+        "  fi",
+        "done",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Switch files
+
+
+@dataclass(frozen=True)
+class PortClass:
+    """Ports of one switch role with the same speed and cable."""
+
+    role: str
+    ports: tuple[int, ...]
+    speed_gbps: float
+    cable_m: float
+    headroom_bytes: int
+
+
+def port_classes(fabric) -> list[PortClass]:
+    """Per switch role, the ports of its first switch grouped by speed and cable length."""
+    import numpy as np
+
+    from tuner.render import cable_m_from_latency_ns, headroom_bytes
+
+    out = []
+    for role in ROLES:
+        names = fabric.switches.get(role) or []
+        if not names:
+            continue
+        node = fabric.node_index[names[0]]
+        links = np.flatnonzero(np.asarray(fabric.link_src) == node)
+        groups: dict[tuple[float, float], list[int]] = {}
+        for lid in links.tolist():
+            key = (float(fabric.link_capacity_bps[lid]), float(fabric.link_latency_ns[lid]))
+            groups.setdefault(key, []).append(int(fabric.link_port[lid]))
+        for (cap, lat), ports in sorted(groups.items()):
+            cable = round(cable_m_from_latency_ns(lat), 1)
+            out.append(PortClass(role, tuple(sorted(ports)), cap / 1e9, cable,
+                                 headroom_bytes(int(cap), cable)))
+    return out
+
+
+def _identity(n: int = 8) -> dict[str, str]:
+    return {str(i): str(i) for i in range(n)}
+
+
+def sonic_fragment(classes: Sequence[PortClass], ecn: Mapping[str, Any], priority: int,
+                   cnp_priority: int, dscp: int, cnp_dscp: int) -> dict[str, Any]:
+    """SONiC config_db tables for one switch role (values are strings, as in config_db)."""
+    ports = sorted({p for c in classes for p in c.ports})
+    names = ",".join(f"Ethernet{p}" for p in ports)
+    dscp_map = {str(d): "0" for d in range(64)}
+    dscp_map[str(dscp)], dscp_map[str(cnp_dscp)] = str(priority), str(cnp_priority)
+    prob = max(1, min(100, round(100 * float(ecn["pmax"]))))
+    doc: dict[str, Any] = {
+        "DSCP_TO_TC_MAP": {"ROCE": dscp_map},
+        "TC_TO_QUEUE_MAP": {"ROCE": _identity()},
+        "TC_TO_PRIORITY_GROUP_MAP": {"ROCE": _identity()},
+        "MAP_PFC_PRIORITY_TO_QUEUE": {"ROCE": _identity()},
+        "PORT_QOS_MAP": {names: {"dscp_to_tc_map": "ROCE", "tc_to_queue_map": "ROCE",
+                                 "tc_to_pg_map": "ROCE", "pfc_to_queue_map": "ROCE",
+                                 "pfc_enable": str(priority)}},
+        "WRED_PROFILE": {"ROCE_LOSSLESS": {
+            "ecn": "ecn_all", "wred_green_enable": "true",
+            "green_min_threshold": str(int(ecn["kmin_bytes"])),
+            "green_max_threshold": str(int(ecn["kmax_bytes"])),
+            "green_drop_probability": str(prob)}},
+        "SCHEDULER": {"roce_dwrr": {"type": "DWRR", "weight": "50"},
+                      "cnp_strict": {"type": "STRICT"},
+                      "default_dwrr": {"type": "DWRR", "weight": "50"}},
+        "QUEUE": {f"{names}|{priority}": {"scheduler": "roce_dwrr",
+                                          "wred_profile": "ROCE_LOSSLESS"},
+                  f"{names}|{cnp_priority}": {"scheduler": "cnp_strict"},
+                  f"{names}|0": {"scheduler": "default_dwrr"}},
+        "BUFFER_PROFILE": {}, "BUFFER_PG": {}, "CABLE_LENGTH": {"AZURE": {}},
+    }
+    for c in classes:
+        profile = f"pg_lossless_{int(c.speed_gbps * 1000)}_{int(round(c.cable_m))}m_profile"
+        xon = 2 * MTU_BYTES
+        doc["BUFFER_PROFILE"][profile] = {"pool": "ingress_lossless_pool", "xon": str(xon),
+                                          "xoff": str(c.headroom_bytes),
+                                          "size": str(xon + c.headroom_bytes),
+                                          "dynamic_th": "-3"}
+        group = ",".join(f"Ethernet{p}" for p in c.ports)
+        doc["BUFFER_PG"][f"{group}|{priority}"] = {"profile": profile}
+        for p in c.ports:
+            doc["CABLE_LENGTH"]["AZURE"][f"Ethernet{p}"] = f"{int(round(c.cable_m))}m"
+    return doc
+
+
+def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,
+                  cnp_dscp: int, cable_m: float) -> list[str]:
+    """Cumulus Linux NVUE commands (profile ``default-global``), ending with ``nv config apply``."""
+    prob = max(1, min(100, round(100 * float(ecn["pmax"]))))
+    cable = max(1, int(round(cable_m)))
+    tc, cc = priority, "nv set qos congestion-control default-global traffic-class"
+    es = "nv set qos egress-scheduler default-global traffic-class"
+    return [
+        "nv set qos roce mode lossless",
+        f"nv set qos roce cable-length {cable}",
+        "nv set qos mapping default-global trust l3",
+        f"nv set qos mapping default-global dscp {dscp} switch-priority {priority}",
+        f"nv set qos mapping default-global dscp {cnp_dscp} switch-priority {cnp_priority}",
+        f"nv set qos pfc default-global switch-priority {priority}",
+        "nv set qos pfc default-global tx enable",
+        "nv set qos pfc default-global rx enable",
+        f"nv set qos pfc default-global cable-length {cable}",
+        f"{cc} {tc} ecn enable",
+        f"{cc} {tc} min-threshold {int(ecn['kmin_bytes'])}",
+        f"{cc} {tc} max-threshold {int(ecn['kmax_bytes'])}",
+        f"{cc} {tc} probability {prob}",
+        f"{es} {cnp_priority} mode strict",
+        f"{es} {priority} mode dwrr",
+        f"{es} {priority} bw-percent 50",
+        f"{es} 0 mode dwrr",
+        f"{es} 0 bw-percent 50",
+        "nv config apply",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def write_deployables(outdir: Path, fabric, *, rp: Mapping[str, int], np_: Mapping[str, int],
+                      ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,
+                      cnp_dscp: int) -> list[Path]:
+    """Write nic_setup.sh, sonic_config_db_<role>.json and switch_nvue.txt; their paths."""
+    outdir = Path(outdir)
+    devices = [f"mlx5_{i}" for i in range(int(fabric.nics_per_server))]
+    paths = [outdir / "nic_setup.sh"]
+    paths[0].write_text(nic_script(rp, np_, priority, devices))
+    paths[0].chmod(0o755)
+    classes = port_classes(fabric)
+    for role in ROLES:
+        mine = [c for c in classes if c.role == role]
+        if mine:
+            path = outdir / f"sonic_config_db_{role}.json"
+            doc = sonic_fragment(mine, ecn, priority, cnp_priority, dscp, cnp_dscp)
+            path.write_text(json.dumps(doc, indent=2) + "\n")
+            paths.append(path)
+    cable = max((c.cable_m for c in classes), default=100.0)
+    nvue = outdir / "switch_nvue.txt"
+    header = ["# NVIDIA Cumulus Linux NVUE commands recommended by `netsim recommend`;",
+              "# run them on every Spectrum switch (sources: tuner/deploy.py)."]
+    nvue.write_text("\n".join(header + nvue_commands(ecn, priority, cnp_priority, dscp,
+                                                     cnp_dscp, cable)) + "\n")
+    paths.append(nvue)
+    return paths
+
+
+def shell_words(line: str) -> list[str]:
+    """Split a command line as a POSIX shell would (for the NVUE grammar check)."""
+    return shlex.split(line, comments=True)
