@@ -273,6 +273,11 @@ MODELS: dict[str, ModelConfig] = {
         # of these names (trainer/config.py), so that a name means one model everywhere.
         ModelConfig(name="tiny", layers=4, hidden=32, heads=4, seq=16, vocab=64),
         ModelConfig(name="small", layers=4, hidden=256, heads=8, seq=256, vocab=4096),
+        # the trainer's GQA / SwiGLU / MoE parity model: two KV heads, a gated FFN, a dense
+        # first block and a 4-expert top-2 second block
+        ModelConfig(name="tiny-moe", layers=2, hidden=32, heads=4, kv_heads=2, seq=16, vocab=64,
+                    ffn_hidden=48, gated=True, experts=4, top_k=2, moe_ffn_hidden=24,
+                    first_dense_layers=1),
     )
 }
 

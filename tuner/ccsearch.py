@@ -209,7 +209,8 @@ def job_scenarios(fabric, job, gpu_of_rank, qps: int = 1, seed: int = 0,
     scenarios, found = [], []
     for kind, groups in job_groups(job, gpu_of_rank).items():
         link = collision_slowdown(fabric, groups, qps=qps, seed=seed).hot_link
-        name = {"dp": "DP rings", "pp": "PP sends"}.get(kind, kind)
+        name = {"dp": "DP rings", "pp": "PP sends", "cp": "CP rings",
+                "ep": "EP all-to-all (shift rings)"}.get(kind, kind)
         if not link:
             found.append(f"{name}: no switch-to-switch link carries them")
             continue
