@@ -19,6 +19,8 @@ from tuner.cli import main
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # sweep_fns: importable here and in Dask's spawned workers
     sys.path.insert(0, str(HERE))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p)
 
 
 def _rows(path: Path) -> list[dict]:

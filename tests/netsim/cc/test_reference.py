@@ -11,10 +11,14 @@ pacing emulated (``emulate_ns3_pacing``), which shows the rest of the model agre
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from netsim.cc import reference as ref
+
+# the stored reference runs live beside this test, not in the installed package
+ref.DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "hpcc-ns3"
 
 UPSTREAM = "9f4be2a9ead8a90e8bf732c66bd758c00e58e5be"
 
