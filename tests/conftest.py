@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -18,6 +19,7 @@ _SHIM = Path(tempfile.mkdtemp(prefix="netsim-tests-path-"))
 (_SHIM / "tests").symlink_to(Path(__file__).resolve().parent, target_is_directory=True)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(_SHIM), os.environ.get("PYTHONPATH")) if p)
+sys.path.append(str(_SHIM))  # multiprocessing's spawn hands children the parent's sys.path
 
 
 @pytest.fixture
