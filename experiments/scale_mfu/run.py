@@ -115,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     ablation = ablation_rows()
     write_csv(args.out / "mfu_ablation.csv", ablation)
     plot_ablation(ablation, args.out / "mfu_ablation.png")
+    from experiments.scale_mfu.megascale_tables import compare
+    from experiments.scale_mfu.megascale_tables import plot as plot_tables
+
+    tables = compare()
+    write_csv(args.out / "megascale_tables.csv", tables)
+    plot_tables(tables, args.out / "megascale_tables.png")
     from tuner.cli._output import format_table
 
     for name in SPECS:
