@@ -95,7 +95,8 @@ def _add_megascale_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--swa", type=int, default=0, metavar="WINDOW",
                    help="sliding-window attention over WINDOW tokens (0 = full attention)")
     g.add_argument("--efficient-ops", action="store_true",
-                   help="fused element-wise kernels and FlashAttention")
+                   help="FlashAttention-2 and fused LayerNorm/GeLU (element-wise bytes x "
+                   "fused_bytes_fraction, default 1.0: see netsim.workload.megascale_opts)")
     g.add_argument("--lamb", action="store_true", help="LAMB: global batch x3")
     g.add_argument("--megascale", action="store_true",
                    help="all of the above (window 512 unless --swa) and every MegaScale overlap")
