@@ -1,13 +1,15 @@
 """MegaScale's Table 2 and Table 3 (arXiv:2402.15627) predicted row by row with ``netsim
 predict``'s switches, against the published figures in ``megascale_published.csv``.
 
-    python -m experiments.scale_mfu.megascale_tables [-o DIR] [--json]
+    python -m experiments.scale_mfu.megascale_tables [-o DIR] [--flow] [--json]
 
 Every row runs the paper's stated setup (section 6.1, Table 1): the ``megascale-175b`` preset
 (96 layers, hidden 12,288, 128 heads, sequence 2,048, vocabulary 64,000), TP 8, PP 8, DP =
 GPUs / 64, interleaved 1F1B with six chunks per stage, the row's published batch, A100.
 Assumed where the paper is silent: micro-batch 1, no activation recomputation, a 512-token
-window, collectives priced analytically (alpha-beta, rail-optimised servers).
+window, collectives priced analytically (alpha-beta, rail-optimised servers), or with
+``--flow`` by the flow engine on the ``megascale`` fabric (``netsim.workload.FlowCommModel``,
+ranks in Megatron's order from the first GPU, ECMP seed 1).
 
 * Megatron-LM rows: no switch at all (Megatron-LM's defaults: no overlap, no distributed
   optimizer).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import sys
 from dataclasses import dataclass, replace
@@ -88,10 +91,24 @@ def paper_job(gpus: int, batch: int, **changes) -> JobSpec:
     return replace(job, **changes)
 
 
-def predicted_mfu(job: JobSpec, opts: MegaScaleOpts) -> float:
-    """``netsim predict`` MFU of ``job`` with MegaScale switches ``opts``."""
-    j, hw, cm, cp = apply(job, A100, opts)
-    return predict(j, hardware=hw, comm_model=cm, compute_model=cp).mfu
+@functools.lru_cache(maxsize=1)
+def _megascale_fabric():
+    from topologies import load_fabric
+
+    return load_fabric("megascale")
+
+
+def predicted_mfu(job: JobSpec, opts: MegaScaleOpts, flow: bool = False) -> float:
+    """``netsim predict`` MFU of ``job`` with MegaScale switches ``opts``; with ``flow`` the
+    collectives run on the ``megascale`` fabric through the flow engine."""
+    if not flow:
+        j, hw, cm, cp = apply(job, A100, opts)
+        return predict(j, hardware=hw, comm_model=cm, compute_model=cp).mfu
+    from netsim.workload import FlowCommModel
+
+    fabric = _megascale_fabric()
+    j, hw, cm, cp = apply(job, A100, opts, comm_model=FlowCommModel(fabric, A100, seed=1))
+    return predict(j, fabric=fabric, hardware=hw, comm_model=cm, compute_model=cp).mfu
 
 
 def megascale_opts(window: int = WINDOW) -> MegaScaleOpts:
@@ -99,33 +116,34 @@ def megascale_opts(window: int = WINDOW) -> MegaScaleOpts:
     return MegaScaleOpts(ptb=True, swa_window=window, efficient_ops=True)
 
 
-def predict_table2(row: PublishedRow, window: int = WINDOW) -> float:
+def predict_table2(row: PublishedRow, window: int = WINDOW, flow: bool = False) -> float:
     """Predicted MFU of one Table 2 row."""
     if row.method == "Megatron-LM":
-        return predicted_mfu(paper_job(row.gpus, row.batch), MegaScaleOpts())
+        return predicted_mfu(paper_job(row.gpus, row.batch), MegaScaleOpts(), flow)
     job = paper_job(row.gpus, row.batch, distributed_optimizer=True,
                     overlap=Overlap.megascale())
-    return predicted_mfu(job, megascale_opts(window))
+    return predicted_mfu(job, megascale_opts(window), flow)
 
 
-def predict_table3(window: int = WINDOW) -> list[tuple[str, float]]:
+def predict_table3(window: int = WINDOW, flow: bool = False) -> list[tuple[str, float]]:
     """Predicted MFU of each modelled step of Table 3 (256 GPUs, batch 256 before LAMB)."""
     out = []
     for name, opts, overlap in ablation_steps(window):
         job = paper_job(256, 256, overlap=overlap,
                         distributed_optimizer=overlap.dp_param_gather)
-        out.append((name, predicted_mfu(job, opts)))
+        out.append((name, predicted_mfu(job, opts, flow)))
     return out
 
 
-def compare(rows: list[PublishedRow] | None = None, window: int = WINDOW) -> list[dict]:
+def compare(rows: list[PublishedRow] | None = None, window: int = WINDOW,
+            flow: bool = False) -> list[dict]:
     """Published against predicted MFU for every row of Table 2 and Table 3."""
     rows = load_published() if rows is None else rows
-    steps = predict_table3(window)
+    steps = predict_table3(window, flow)
     out = []
     for r in rows:
         if r.table == 2:
-            pred = predict_table2(r, window)
+            pred = predict_table2(r, window, flow)
         else:  # Table 3 row 8 (misc) has no switch: the prediction of row 7
             pred = steps[r.row - 1 if r.row <= 7 else r.row - 2][1]
         out.append({"table": r.table, "row": r.row, "method": r.method, "gpus": r.gpus,
@@ -172,17 +190,20 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("-o", "--out", type=Path, help="write megascale_tables.csv and .png here")
     p.add_argument("--window", type=int, default=WINDOW, help="sliding-window size (tokens)")
+    p.add_argument("--flow", action="store_true",
+                   help="collectives on the megascale fabric with the flow engine (minutes)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = p.parse_args(argv)
     print("predicting the 25 rows of MegaScale Tables 2 and 3", file=sys.stderr)
-    results = compare(window=args.window)
+    results = compare(window=args.window, flow=args.flow)
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        with open(args.out / "megascale_tables.csv", "w", newline="") as fh:
+        name = "megascale_tables_flow" if args.flow else "megascale_tables"
+        with open(args.out / f"{name}.csv", "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(results[0]))
             w.writeheader()
             w.writerows(results)
-        plot(results, args.out / "megascale_tables.png")
+        plot(results, args.out / f"{name}.png")
     if args.json:
         print(json.dumps(results, indent=1))
         return 0

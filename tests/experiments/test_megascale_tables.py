@@ -61,3 +61,12 @@ def test_malformed_published_csv_is_rejected(tmp_path) -> None:
     bad.write_text("table,row\n2,1\n")
     with pytest.raises(ValueError, match="missing columns"):
         load_published(bad)
+
+
+@pytest.mark.slow
+def test_every_row_within_10_percent_with_the_flow_engine() -> None:
+    """The same with collectives on the megascale fabric (flow engine; about 30 s CPU)."""
+    results = compare(flow=True)
+    bad = [(r["table"], r["method"], r["gpus"], round(r["predicted_mfu"], 4))
+           for r in results if abs(r["error"]) > TOLERANCE]
+    assert not bad, bad
