@@ -13,9 +13,9 @@ as switches of the iteration predictor, each with its physical effect:
   FlashAttention is switched on, which removes the ``5 a s^2`` softmax/dropout bytes of the
   element-wise traffic (Korthikanti et al. 2022, Eq. 2). The element-wise bytes left are
   scaled by ``fused_bytes_fraction``, default 1.0 (no further saving), a derivation from the
-  predictor's own byte accounting: its proxy counts one pass over each stored activation of
-  the layer, i.e. already the traffic of a fused LayerNorm/GeLU kernel, so fusing the
-  fine-grained kernels removes launches (not modelled) but no counted bytes. The published
+  predictor's own byte accounting: its proxy counts each stored activation of the layer once
+  and has no term for the intermediates an unfused chain of LayerNorm/GeLU kernels writes and
+  re-reads, so fusing them removes launches (not modelled) but no counted bytes. The published
   step agrees: Table 3 row 7 gains x1.029 in MFU for all efficient operators together, and
   FlashAttention alone already gives x1.046 in this model at that row (``experiments/
   scale_mfu/megascale_published.md``), so no value below 1.0 is supported by the data.
