@@ -70,3 +70,20 @@ def test_every_row_within_10_percent_with_the_flow_engine() -> None:
     bad = [(r["table"], r["method"], r["gpus"], round(r["predicted_mfu"], 4))
            for r in results if abs(r["error"]) > TOLERANCE]
     assert not bad, bad
+
+
+def test_netsim_predict_cli_gives_the_row(results, capsys) -> None:
+    """The README's command line for Table 2's MegaScale row at 256 GPUs is the same
+    prediction as the study's."""
+    import json
+
+    from tuner.cli import main
+
+    assert main(["predict", "--model", "megascale-175b", "--gpu", "a100", "--tp", "8",
+                 "--pp", "8", "--dp", "4", "--global-batch", "768", "--virtual-stages", "6",
+                 "--distributed-optimizer", "--overlap", "megascale", "--ptb", "--swa", "512",
+                 "--efficient-ops", "--json"]) == 0
+    mfu = json.loads(capsys.readouterr().out)["mfu"]
+    row = next(r for r in results if r["table"] == 2 and r["method"] == "MegaScale"
+               and r["gpus"] == 256)
+    assert mfu == pytest.approx(row["predicted_mfu"], rel=1e-9)
