@@ -15,7 +15,7 @@ figures can be taken from its packets:
 * :func:`criteria` turns those events into the figures; :func:`engine_criteria` takes the same
   figures from a :class:`~netsim.packet.result.PacketResult`.
 
-``python -m netsim.cc.physics_ref inputs DIR`` / ``summarize RUNS OUT.json`` drive it; the
+``python -m netsim.cc.physics_ref inputs DIR`` / ``summarize OUT --runs LABEL=DIR`` drive it; the
 commands and the results are in ``tests/data/hpcc-ns3/README.md`` ("Physics runs").
 """
 
@@ -150,7 +150,10 @@ def summarize_run(name: str, run_dir: Path) -> dict:
     rec = read_trace(run_dir / "mix.tr", node, intf)
     kmin, kmax, _ = ecn_for(sc)
     out = criteria(rec, fct, sc.rate_gbps, kmin, kmax, start_ns)
+    pauses = sum(1 for line in (run_dir / "pfc.txt").read_text().splitlines()
+                 if line.split()[-1] == "1")  # type 1: a PAUSE received (as collect_ns3)
     out |= {"scenario": name, "fct_ms": [round(f / 1e6, 3) for f in sorted(fct)],
+            "pfc_pauses": pauses,
             "series": _series(rec, start_ns, min(fct) + start_ns)}
     return out
 
@@ -175,9 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("inputs", help="write traced ns-3 inputs of the physics scenarios")
     a.add_argument("out_dir", type=Path)
     a.add_argument("--scenario", action="append", default=None)
-    b = sub.add_parser("summarize", help="figures of ns-3 run directories RUNS/<scenario>/run<N>")
-    b.add_argument("runs_dir", type=Path)
+    b = sub.add_parser("summarize", help="figures of ns-3 run directories DIR/<scenario>/run<N>")
     b.add_argument("out", type=Path)
+    b.add_argument("--runs", action="append", required=True, metavar="LABEL=DIR",
+                   help="a reference build's runs, e.g. plain=RUNS or repaced=RUNS2 (repeatable)")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "inputs":
@@ -186,18 +190,37 @@ def main(argv: list[str] | None = None) -> int:
                 print(name)
             return 0
         runs = []
-        for d in sorted(p for p in args.runs_dir.iterdir() if p.is_dir()):
-            for r in sorted(d.glob("run*/mix.tr")):
-                rec = summarize_run(d.name, r.parent) | {"rng_run": int(r.parent.name[3:])}
-                runs.append(rec)
-                print(f"{d.name} {r.parent.name}: aggregate {rec['aggregate']:.3f} jain "
-                      f"{rec['jain']:.3f} inside {rec['queue_inside']:.3f}", file=sys.stderr)
+        for spec in args.runs:
+            label, sep, where = spec.partition("=")
+            if not sep:
+                raise ValueError(f"--runs {spec!r}: give LABEL=DIR, e.g. plain=/tmp/runs")
+            runs += _summarize_dir(label, Path(where))
         doc = json.dumps({"runs": runs}, separators=(",", ":"))
         args.out.write_bytes(gzip.compress(doc.encode() + b"\n", 9, mtime=0))
         return 0
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _summarize_dir(label: str, runs_dir: Path) -> list[dict]:
+    out = []
+    for d in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        for r in sorted(d.glob("run*/mix.tr")):
+            rec = summarize_run(d.name, r.parent) | {"rng_run": int(r.parent.name[3:]),
+                                                     "reference": label}
+            out.append(rec)
+            print(f"{label} {d.name} {r.parent.name}: aggregate {rec['aggregate']:.3f} jain "
+                  f"{rec['jain']:.3f} inside {rec['queue_inside']:.3f}", file=sys.stderr)
+    return out
+
+
+def load_physics(path: Path | None = None) -> list[dict]:
+    """The committed reference figures (``tests/data/hpcc-ns3/physics.json.gz``)."""
+    from netsim.cc.reference import DATA_DIR
+
+    path = path or DATA_DIR / "physics.json.gz"
+    return json.loads(gzip.decompress(Path(path).read_bytes()))["runs"]
 
 
 if __name__ == "__main__":
