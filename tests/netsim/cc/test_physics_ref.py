@@ -58,3 +58,42 @@ def test_criteria_of_two_equal_flows_at_line_rate():
 def test_bottleneck_ports():
     assert bottleneck("incast16-100g-long-nic-default") == (17, 1, 0)
     assert bottleneck("trunk2-400g-long-paper") == (4, 3, 5)
+
+
+# ---------------------------------------------------------------- the committed reference runs
+from netsim.cc.physics_ref import PHYSICS_SCENARIOS, load_physics  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def physics():
+    runs = load_physics()
+    out: dict = {}
+    for r in runs:
+        out.setdefault((r["reference"], r["scenario"]), []).append(r)
+    return out
+
+
+def test_every_physics_scenario_has_its_reference_runs(physics):
+    for name in PHYSICS_SCENARIOS:
+        assert sorted(r["rng_run"] for r in physics[("plain", name)]) == [1, 2, 3, 4], name
+        if name.endswith("nic-default"):
+            assert sorted(r["rng_run"] for r in physics[("repaced", name)]) == [1, 2, 3, 4], name
+
+
+def test_the_repaced_reference_keeps_every_port_busy_and_fair(physics):
+    """What the physics test's xfail reasons quote: at NIC defaults the re-paced reference
+    meets the aggregate and Jain criteria on every port."""
+    for name in PHYSICS_SCENARIOS:
+        for r in physics.get(("repaced", name), []):
+            assert r["aggregate"] >= 0.95 and r["jain"] >= 0.95, (name, r["rng_run"])
+
+
+def test_the_reference_keeps_a_two_flow_queue_under_kmin_most_of_the_time(physics):
+    """The queue-inside-Kmin-Kmax criterion fails in the reference too with two flows."""
+    for ref in ("plain", "repaced"):
+        for name in ("incast2-100g-long-nic-default", "incast2-400g-long-nic-default",
+                     "trunk2-400g-long-nic-default"):
+            for r in physics[(ref, name)]:
+                assert r["queue_inside"] < 0.6, (ref, name, r["rng_run"])
+    for r in physics[("repaced", "incast16-100g-long-nic-default")]:
+        assert r["queue_inside"] >= 0.9  # many flows at 100G: inside, as the criterion asks

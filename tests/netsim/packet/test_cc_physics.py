@@ -71,20 +71,21 @@ _BYTE_COUNTER = ("the 32767-byte byte counter (rpg_byte_reset, bytes per mstflin
 _MISSES = {
     (2, 400): f"aggregate 0.86 ({_BYTE_COUNTER}: the queue overshoots to 1.7 MB, CNPs for "
               "queued packets then cut both QPs below 65 Gb/s where the byte counter cannot act "
-              "between cuts); HPCC ns-3 (no byte counter) 0.99-1.01, ours with "
-              "rpg_byte_reset_bytes=0 1.00",
+              "between cuts); HPCC ns-3 (no byte counter) 0.99-1.01, re-paced 0.98-1.01 "
+              "(RngRun 1-4); ours with rpg_byte_reset_bytes=0 1.00",
     (16, 100): f"PFC pauses 8408 vs 18649 with CC none (2.2x): {_BYTE_COUNTER} and the start-up "
                "drives the port into a PFC-held 15-20 MB limit cycle; HPCC ns-3 with re-pacing "
-               "538 PFC events and the queue inside Kmin-Kmax 100% of the window; ours with "
-               "rpg_byte_reset_bytes=0 (20 MB flows) 4 pauses",
+               "0-393 PAUSE frames, the queue inside Kmin-Kmax 0.99-1.00 (RngRun 1-4); ours "
+               "with rpg_byte_reset_bytes=0 4 pauses",
 }
 # Queue inside Kmin-Kmax (150 KB - 1.5 MB), share of the window: ours / HPCC ns-3.
 _QUEUE = {
-    (2, 100): "0.35; HPCC ns-3 0.37-0.53 (RngRun 1-4), 0.34 with re-pacing",
-    (2, 400): "0.13; HPCC ns-3 0.16-0.19 (RngRun 1-4), 0.17 with re-pacing",
-    (8, 400): "0.36; HPCC ns-3 with re-pacing 0.30",
-    (16, 400): "0.43; HPCC ns-3 with re-pacing 0.39",
-    (16, 100): "0.00 (PFC-held 15-20 MB); HPCC ns-3 with re-pacing 1.00",
+    (2, 100): "0.35; HPCC ns-3 0.37-0.53, re-paced 0.32-0.38 (RngRun 1-4)",
+    (2, 400): "0.13; HPCC ns-3 0.16-0.19, re-paced 0.14-0.19 (RngRun 1-4)",
+    (8, 400): "0.36; HPCC ns-3 re-paced 0.28-0.30 (RngRun 1-4)",
+    (16, 400): "0.43; HPCC ns-3 re-paced 0.38-0.42 (RngRun 1-4)",
+    (16, 100): "0.00 (PFC-held 15-20 MB, the byte counter: see the first test); HPCC ns-3 "
+               "re-paced 0.99-1.00 (RngRun 1-4), ours with rpg_byte_reset_bytes=0 1.00",
 }
 _SHARED = ("the reference keeps the queue under Kmin as much of the time: with few flows or at "
            "400 G (Kmin is 3 us of line rate) DCQCN's sawtooth dips below Kmin")
@@ -136,7 +137,7 @@ def _trunk(stagger_ps: int, byte_reset: int | None = None) -> float:
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="0.85 (together) and 0.72 (staggered by 20 us) of line "
-                                       f"rate: {_BYTE_COUNTER}; HPCC ns-3 (together) 1.01, ours "
+                                       f"rate: {_BYTE_COUNTER}; HPCC ns-3 (together) 0.97-1.01, ours "
                                        "with rpg_byte_reset_bytes=0 1.00 and 1.00")
 @pytest.mark.parametrize("stagger_ps", [0, 20_000_000])
 def test_two_flows_on_one_trunk_reach_line_rate(stagger_ps):
