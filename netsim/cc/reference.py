@@ -677,6 +677,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--scenario", action="append", default=None)
     c.add_argument("--long-only", action="store_true")
     c.add_argument("--json", action="store_true")
+    c.add_argument("--reference-file", type=Path, default=None,
+                   help="stored reference runs (default tests/data/hpcc-ns3/results.json.gz; "
+                        "results-repaced.json.gz holds the re-paced reference's)")
     c.add_argument("--seeds", type=int, nargs="+", default=list(ENGINE_SEEDS),
                    help="engine seeds; ours is the median over them (default: 1 2 3)")
     c.add_argument("--ns3-pacing", action="store_true",
@@ -706,7 +709,7 @@ def _dispatch(args) -> int:
         args.out.write_bytes(gzip.compress(doc.encode() + b"\n", 9, mtime=0))
         print(f"{len(runs)} runs -> {args.out}", file=sys.stderr)
         return 0
-    refs = load_reference()
+    refs = load_reference(args.reference_file)
     names = args.scenario or sorted(refs)
     if args.long_only:
         names = [n for n in names if RefScenario.from_name(n).long]
