@@ -29,8 +29,14 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.cc.reference import (NS3_HEADER_BYTES, NS3_START_S, RefScenario, ecn_for, ns3_inputs,
-                                 topology)
+from netsim.cc.reference import (
+    NS3_HEADER_BYTES,
+    NS3_START_S,
+    RefScenario,
+    ecn_for,
+    ns3_inputs,
+    topology,
+)
 
 #: Scenarios of the physics matrix run on the reference (long = 100 MB per flow).
 PHYSICS_SCENARIOS = tuple(

@@ -6,8 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netsim.cc.physics_ref import (DEQU, ENQU, TRACE_DTYPE, UDP, bottleneck, criteria, read_trace,
-                                   _time_share)
+from netsim.cc.physics_ref import (
+    DEQU,
+    ENQU,
+    PHYSICS_SCENARIOS,
+    TRACE_DTYPE,
+    UDP,
+    _time_share,
+    bottleneck,
+    criteria,
+    load_physics,
+    read_trace,
+)
 
 
 def _records(rows):
@@ -61,7 +71,6 @@ def test_bottleneck_ports():
 
 
 # ---------------------------------------------------------------- the committed reference runs
-from netsim.cc.physics_ref import PHYSICS_SCENARIOS, load_physics  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ on one port").
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -51,7 +51,7 @@ def one_port(n: int, gbps: int, size: int, cc: str, **kw) -> dict:
             "pauses": res.pfc_pauses, "stuck": res.stuck}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _long(n: int, gbps: int, cc: str, byte_reset: int | None = None) -> dict:
     kw = {} if byte_reset is None else {"cc_params": {"rpg_byte_reset_bytes": byte_reset}}
     return one_port(n, gbps, LONG_BYTES, cc, **kw)
