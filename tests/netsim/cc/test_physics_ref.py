@@ -3,6 +3,8 @@ the window and the time-weighted queue share, on synthetic records (no ns-3 need
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -75,7 +77,8 @@ def test_bottleneck_ports():
 
 @pytest.fixture(scope="module")
 def physics():
-    runs = load_physics()
+    # the stored reference runs live beside this test, not in the installed package
+    runs = load_physics(Path(__file__).resolve().parents[2] / "data" / "hpcc-ns3" / "physics.json.gz")
     out: dict = {}
     for r in runs:
         out.setdefault((r["reference"], r["scenario"]), []).append(r)

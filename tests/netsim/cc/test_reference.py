@@ -156,3 +156,32 @@ def test_the_reference_pacing_explains_its_collapse(name, refs) -> None:
         return
     assert plain.ours.aggregate_gbps > hi  # the reference lost throughput ours keeps
     assert gap(emu.ours.aggregate_gbps) <= 0.5 * gap(plain.ours.aggregate_gbps)
+
+
+# ------------------------------------------------------- the re-paced reference (README, "Re-paced")
+def _repaced() -> dict:
+    return ref.load_reference(ref.DATA_DIR / "results-repaced.json.gz")
+
+
+def test_repaced_reference_data_is_complete() -> None:
+    runs = _repaced()
+    assert sorted(runs) == sorted(REFERENCE_ARTEFACT)
+    for name, recs in runs.items():
+        assert [r["rng_run"] for r in recs] == [1, 2, 3, 4], name
+
+
+#: Against the re-paced reference: misses measured with engine seeds 1-3 (docs/validation.md,
+#: item 1), strict so an agreement shows up.
+REPACED_OPEN: dict[str, str] = {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", REFERENCE_ARTEFACT)
+def test_long_flows_match_the_repaced_reference(name, request) -> None:
+    """With its DCQCN rate changes re-pacing the waiting packet (as ours and a NIC's rate
+    limiter do), the reference's collapse at NIC defaults goes and the targets apply."""
+    if name in REPACED_OPEN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=REPACED_OPEN[name]))
+    c = ref.compare_scenario(name, _repaced(), seeds=ref.ENGINE_SEEDS)
+    print(ref.markdown_table([c]))
+    assert all(c.within_targets.values()), (c.row(), c.within_targets)
