@@ -5,7 +5,9 @@ the slow test runs every long-flow scenario and asserts the issue's targets (per
 within 10%, aggregate throughput within 5%, queue median and p99 within 25%). The scenarios
 listed in :data:`REFERENCE_ARTEFACT` differ because of the reference's model, with the
 evidence in docs/validation.md; for them the same targets are asserted with the reference's
-pacing emulated (``emulate_ns3_pacing``), which shows the rest of the model agrees.
+pacing emulated (``emulate_ns3_pacing``), which shows the rest of the model agrees, and
+against the reference re-paced (``results-repaced.json.gz``). Our side of the long-flow
+comparison is the median of engine seeds 1-3 (``ENGINE_SEEDS``).
 """
 
 from __future__ import annotations
