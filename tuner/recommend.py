@@ -4,13 +4,15 @@ simulators' predicted effects, for one job on one fabric.
 Steps (each one a library call of ``tuner``):
 
 1. placement: :func:`tuner.placement.compare_strategies` (topo vs the scheduler's order);
-2. ECMP entropy: :func:`tuner.search.search_qps` on the chosen placement (flow engine);
+2. ECMP entropy: :func:`tuner.search.search_qps` on the chosen placement (``predict``'s
+   iteration time per QP count, flow engine);
 3. collectives: :func:`tuner.search.search_collectives` on one DP group (collective model);
 4. congestion control: :func:`tuner.ccsearch.search_job_cc` on the job's own congestion points (packet engine);
 5. retransmit: :func:`tuner.retransmit.recommend_retransmit` from the flap model;
 6. QoS / PFC headroom from the fabric's port speeds and cable lengths (or the probe);
 7. the predicted iteration time with defaults (scheduler order, 1 QP) vs with the placement
-   and QP recommendation (``netsim.workload.predict`` with flow-engine collisions).
+   and QP recommendation (``netsim.workload.predict`` on the flow engine: the scores steps 1
+   and 2 chose by).
 """
 
 from __future__ import annotations
@@ -150,12 +152,12 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     run = _Run(fabric, job, opts or RecommendOptions(), progress or (lambda *_: None))
     places, place_verdict = _step_placement(run)
     topo = places["topo"]
-    qp = _step_qps(run, topo.gpu_of_rank)
+    qp = _step_qps(run, topo)
     coll, rows = _step_collectives(run, topo.gpu_of_rank, qp.qps)
     cc, (nic_rp, nic_np, ecn) = _step_congestion_control(run, topo.gpu_of_rank, qp.qps)
     rt = _step_retransmit(run)
     ports = _step_qos(run)
-    t_def, t_rec = _step_iteration_time(run, places, qp.qps)
+    t_def, t_rec = _step_iteration_time(run, places, qp)
     run.say("done", 1.0)
     return Recommendation(
         fabric.name, job.to_dict(), run.settings, run.env, run.why, rows, nic_rp, nic_np, ecn,
@@ -186,23 +188,26 @@ def _step_placement(run: _Run) -> tuple[dict, str]:
     return places, verdict
 
 
-def _step_qps(run: _Run, gpu_of_rank: np.ndarray):
-    """``NCCL_IB_QPS_PER_CONNECTION`` and ``NCCL_IB_SPLIT_DATA_ON_QPS``."""
+def _step_qps(run: _Run, topo):
+    """``NCCL_IB_QPS_PER_CONNECTION`` (by ``netsim predict``'s iteration time on the chosen
+    placement) and ``NCCL_IB_SPLIT_DATA_ON_QPS``."""
     from tuner import search
 
     run.say("QPs per connection", 0.2)
     candidates = (1, 2, 4, 8)
     done = iter(range(1, len(candidates) + 1))
-    seed = run.opts.seed
-    qp = search.search_qps(run.fabric, run.job, gpu_of_rank, candidates=candidates,
-                           seeds=(seed, seed + 1),
+    opts = run.opts
+    known = {} if topo.iteration_s is None else {1: topo.iteration_s}  # the placement's score
+    qp = search.search_qps(run.fabric, run.job, topo.gpu_of_rank, candidates=candidates,
+                           seed=opts.seed, calibration=opts.calibration,
+                           background=opts.background, known_s=known,
                            progress=lambda: run.say("QPs per connection",
                                                     0.2 + 0.15 * next(done) / len(candidates)))
     run.set_env("NCCL_IB_QPS_PER_CONNECTION", qp.qps, qp.reason)
     run.set_env("NCCL_IB_SPLIT_DATA_ON_QPS", qp.split_data)
     run.settings.append(Setting(
         "NCCL_IB_QPS_PER_CONNECTION", "nccl", 1, qp.qps, qp.reason,
-        f"collision slowdown {qp.slowdown[1]:.3f}x -> {qp.slowdown[qp.qps]:.3f}x"))
+        f"predicted iteration {qp.iteration_s[1]:.4f} -> {qp.iteration_s[qp.qps]:.4f} s"))
     run.settings.append(Setting(
         "NCCL_IB_SPLIT_DATA_ON_QPS", "nccl", 0, qp.split_data,
         "round-robin whole messages: a ring's many chunks spread evenly over the QPs without "
@@ -301,21 +306,19 @@ def _step_qos(run: _Run) -> list[dict]:
     return ports
 
 
-def _step_iteration_time(run: _Run, places: dict, qps: int) -> tuple[float, float]:
-    """Predicted iteration with the defaults (scheduler order, 1 QP) and as recommended."""
+def _step_iteration_time(run: _Run, places: dict, qp) -> tuple[float, float]:
+    """Predicted iteration with the defaults (scheduler order, 1 QP) and as recommended: the
+    placement search's and the QP search's own ``predict`` scores (one scorer, one model)."""
     from tuner import placement
 
     run.say("iteration time", 0.95)
-    fabric, job, opts = run.fabric, run.job, run.opts
-    base_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration, qps=1,
-                                            seed=opts.seed, background=opts.background)
-    rec_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration,
-                                           qps=qps, seed=opts.seed,
-                                           background=opts.background)
-    topo = places["topo"].gpu_of_rank
-    t_def, t_rec = base_score(places["linear"].gpu_of_rank), rec_score(topo)
-    t_rec = _never_worse_qps(run.settings, run.env, qps, t_rec, base_score(topo))
-    return t_def, t_rec
+    t_def = places["linear"].iteration_s
+    if t_def is None:
+        opts = run.opts
+        t_def = placement.iteration_scorer(
+            run.fabric, run.job, calibration=opts.calibration, qps=1, seed=opts.seed,
+            background=opts.background)(places["linear"].gpu_of_rank)
+    return t_def, qp.iteration_s[qp.qps]
 
 
 def _summary(run: _Run, place_verdict: str, t_def: float, t_rec: float, cc,
@@ -337,7 +340,7 @@ def _summary(run: _Run, place_verdict: str, t_def: float, t_rec: float, cc,
 
 
 def _notes(opts: RecommendOptions) -> list[str]:
-    from tuner import ccsearch, search
+    from tuner import ccsearch, placement
 
     return [
         "Iteration times come from netsim.workload.predict on the flow engine (every "
@@ -347,7 +350,9 @@ def _notes(opts: RecommendOptions) -> list[str]:
         "simulators).",
         f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
         "restart of 600 s in the expected stall (assumption).",
-        f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC scenarios "
+        f"QP counts predicted within {placement.SCORE_RTOL:.1%} of the fastest are a tie, "
+        "won by the fewest QPs (their NIC state and work requests are not priced: an "
+        "assumption); the CC scenarios "
         f"uses a {ccsearch.BUFFER_PER_PORT_BYTES // 1000} KB/port switch buffer (assumption).",
     ]
 
@@ -356,7 +361,7 @@ def _details(opts: RecommendOptions, places: dict, qp, coll, cc, rt) -> dict:
     from tuner import ccreport
 
     return {"placement": {k: v.to_json() for k, v in places.items()},
-            "qps": {"slowdown": qp.slowdown, "cost": qp.cost},
+            "qps": {"iteration_s": qp.iteration_s, "slowdown": qp.slowdown, "cost": qp.cost},
             "collectives": coll.rows,
             "cc": ccreport.details(cc),
             "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
@@ -369,22 +374,6 @@ def _dominant(job, gpu_of_rank, fabric) -> str:
     from tuner.traffic_report import dominant_summary
 
     return dominant_summary(job, np.asarray(gpu_of_rank), fabric)
-
-
-def _never_worse_qps(settings: list, env: dict, qps: int, t_qps: float, t_one: float) -> float:
-    """Keep 1 QP when the iteration predicted with ``qps`` QPs is slower than with 1 (the QP
-    search ranks collision slowdowns; the iteration time is what the user gets)."""
-    if qps == 1 or t_qps <= t_one:
-        return t_qps
-    env["NCCL_IB_QPS_PER_CONNECTION"] = "1"
-    import dataclasses
-
-    for i, st in enumerate(settings):
-        if st.name == "NCCL_IB_QPS_PER_CONNECTION":
-            settings[i] = dataclasses.replace(
-                st, recommended=1, reason=st.reason + f"; kept 1: the predicted iteration with "
-                f"{qps} QPs ({t_qps:.4f} s) is slower than with 1 ({t_one:.4f} s)")
-    return t_one
 
 
 def _rt_json(r) -> dict:
