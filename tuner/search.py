@@ -69,7 +69,8 @@ def ep_shift_rings(groups: np.ndarray, shifts: int = 4) -> np.ndarray:
 
 def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), seed: int = 0,
                calibration=None, background: list | None = None, rtol: float | None = None,
-               known_s: dict[int, float] | None = None, progress=None) -> QpChoice:
+               known_s: dict[int, float] | None = None, shortcut: bool = True,
+               progress=None) -> QpChoice:
     """Choose ``NCCL_IB_QPS_PER_CONNECTION`` by the iteration time ``netsim predict`` gives.
 
     Every candidate is scored with :func:`tuner.placement.iteration_scorer` (the flow engine,
@@ -94,6 +95,12 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), se
     known_s
         Iteration times already predicted on ``gpu_of_rank`` by the same scorer (the placement
         search's 1-QP score): not predicted again.
+    shortcut
+        Stop after 1 QP when its time is within ``rtol`` of the iteration with no network
+        contention at all (``predict`` with the analytic comm model: every network call at
+        its NIC's line rate, which no QP count can beat), since 1 QP then wins the tie
+        whatever the others predict. The choice is the plain search's (tested); only the
+        times of the counts not run are missing. Not taken with a calibration.
     """
     from tuner.placement import SCORE_RTOL, iteration_scorer
 
@@ -108,6 +115,13 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), se
             times[q] = score(gpu_of_rank)
         if progress:
             progress()
+        if q == 1 and network and shortcut and calibration is None:
+            bound = _uncontended_s(fabric, job, gpu_of_rank)
+            if times[1] <= bound * (1 - 1e-9) * (1 + rtol):
+                return QpChoice(1, {1: times[1]}, {1: 1.0}, {1: 1.0}, 0, (
+                    f"predicted iteration (netsim predict, flow engine) with 1 QP "
+                    f"{times[1]:.4f} s, within {rtol:.1%} of the iteration with no network "
+                    f"contention at all ({bound:.4f} s): no QP count can beat it by more"))
     fastest = min(times.values())
     slowdown = {q: t / fastest for q, t in times.items()}
     best = min(q for q in candidates if times[q] <= fastest * (1 + rtol))
@@ -118,6 +132,19 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), se
     # Split over QPs only adds a work request per QP per message; round-robin whole messages
     # (NCCL's default 0 since 2.20) spreads a ring's many chunks evenly too.
     return QpChoice(best, times, slowdown, dict(slowdown), 0, reason)
+
+
+def _uncontended_s(fabric, job, gpu_of_rank: np.ndarray) -> float:
+    """The iteration with every network call at its NIC's line rate (``predict`` with the
+    analytic comm model, which the flow engine equals on an uncontended fabric): a lower
+    bound of the flow engine's prediction for any QP count."""
+    from netsim.hardware import get_hardware
+    from netsim.workload import predict
+    from netsim.workload.comm import AnalyticCommModel
+
+    hw = get_hardware(job.gpu)
+    return float(predict(job, fabric, hw, placement=gpu_of_rank,
+                         comm_model=AnalyticCommModel(hw)).iteration_s)
 
 
 @dataclass(frozen=True)

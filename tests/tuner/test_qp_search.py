@@ -78,3 +78,18 @@ def test_no_network_collective_keeps_one_qp(small_clos) -> None:
     job = JobSpec(model="gpt3-1.3b", tp=8, pp=1, dp=1, global_batch=8)
     qp = search_qps(small_clos, job, np.arange(8))
     assert qp.qps == 1 and qp.reason == "no network collective" and list(qp.iteration_s) == [1]
+
+
+def test_shortcut_gives_the_plain_searchs_choice(small_clos, small_job, striped_free,
+                                                 fat_tree_job) -> None:
+    # stopping at 1 QP when it is within the tie of the no-contention bound must not change
+    # the answer: compared with the full search, where it is taken and where it is not
+    linear = place(small_clos, small_job, "linear", striped_free).gpu_of_rank
+    cases = [(small_clos, small_job, linear), fat_tree_job]
+    taken = []
+    for fabric, job, gpus in cases:
+        fast, plain = (search_qps(fabric, job, gpus, shortcut=s) for s in (True, False))
+        assert fast.qps == plain.qps
+        assert fast.iteration_s[1] == plain.iteration_s[1]
+        taken.append(list(fast.iteration_s) == [1])
+    assert taken == [True, False]   # predict sees no contention on the first; the pairs collide
