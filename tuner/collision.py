@@ -19,8 +19,21 @@ switch fabric (switch-to-switch links of infinite capacity; the NIC, PCIe and To
 unchanged) divided by its rate on the real fabric: 1.0 means ECMP cost nothing.
 
 :class:`FlowCommModel` wraps a ``netsim.workload`` comm model and multiplies the bandwidth
-term of every network-scope call by this slowdown, so ``predict`` sees placements and QP
-counts through ECMP collisions.
+term of every network-scope call by this slowdown (the ``experiments/ecmp_split`` study's
+model).
+
+What uses it, and what does not: :mod:`tuner.ccsearch` locates the job's congestion points
+with ``Slowdown.hot_link`` (where the most QPs share a switch-to-switch link), and the ECMP
+split study prices its rings with it. ``netsim predict``, the placement search and the QP
+search (:func:`tuner.search.search_qps`) do not: they use ``netsim.workload.flowcomm``, which
+expands every call into the connections NCCL opens (16 channels per ring, not
+``CHANNELS_PER_NET_PEER``) and runs the fluid flow engine to the end (rates re-shared as
+commodities finish), not this first allocation. The two disagree on QP counts: on
+``fat-tree-k4`` (gpt3-350m, TP 1, PP 2, DP 8, scheduler order) the 8 PP pairs' first-allocation
+slowdown here is 2.0 / 1.75 / 1.5 / 1.5 for 1 / 2 / 4 / 8 QPs, while the flow engine's
+64 MB send batch takes 8.91 / 7.84 / 7.22 / 6.78 ms; on megascale's ``gpt3-175b`` this model
+gave 2 QPs a 1.003x slowdown and predict gives every count the same 22.5316 s. Hence the QP
+search ranks counts by predict's iteration time, so its advice and predict agree.
 """
 
 from __future__ import annotations

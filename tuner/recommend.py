@@ -4,13 +4,15 @@ simulators' predicted effects, for one job on one fabric.
 Steps (each one a library call of ``tuner``):
 
 1. placement: :func:`tuner.placement.compare_strategies` (topo vs the scheduler's order);
-2. ECMP entropy: :func:`tuner.search.search_qps` on the chosen placement (flow engine);
+2. ECMP entropy: :func:`tuner.search.search_qps` on the chosen placement (``predict``'s
+   iteration time per QP count, flow engine);
 3. collectives: :func:`tuner.search.search_collectives` on one DP group (collective model);
 4. congestion control: :func:`tuner.ccsearch.search_job_cc` on the job's own congestion points (packet engine);
 5. retransmit: :func:`tuner.retransmit.recommend_retransmit` from the flap model;
 6. QoS / PFC headroom from the fabric's port speeds and cable lengths (or the probe);
 7. the predicted iteration time with defaults (scheduler order, 1 QP) vs with the placement
-   and QP recommendation (``netsim.workload.predict`` with flow-engine collisions).
+   and QP recommendation (``netsim.workload.predict`` on the flow engine: the scores steps 1
+   and 2 chose by).
 """
 
 from __future__ import annotations
@@ -114,6 +116,25 @@ def _qos_from_probe(enabled: bool, nics_per_server: int) -> tuple[dict, str]:
     return env, f"probe ({res.source}): {len(res.devices)} RDMA devices"
 
 
+@dataclass
+class _Run:
+    """State one recommendation run builds up step by step: the report's rows, the env lines
+    (in the order ``nccl.env`` writes them) and their reasons."""
+
+    fabric: object
+    job: object
+    opts: RecommendOptions
+    say: object
+    settings: list[Setting] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+
+    def set_env(self, name: str, value, reason: str | None = None) -> None:
+        self.env[name] = str(value)
+        if reason is not None:
+            self.why[name] = reason
+
+
 def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) -> Recommendation:
     """Run every search and assemble the recommendation.
 
@@ -128,55 +149,86 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     progress
         Optional ``progress(step_name, fraction_done)`` callback.
     """
-    from tuner import ccreport, ccsearch, placement, retransmit, search
+    run = _Run(fabric, job, opts or RecommendOptions(), progress or (lambda *_: None))
+    places, place_verdict = _step_placement(run)
+    topo = places["topo"]
+    qp = _step_qps(run, topo)
+    coll, rows = _step_collectives(run, topo.gpu_of_rank, qp.qps)
+    cc, (nic_rp, nic_np, ecn) = _step_congestion_control(run, topo.gpu_of_rank, qp.qps)
+    rt = _step_retransmit(run)
+    ports = _step_qos(run)
+    t_def, t_rec = _step_iteration_time(run, places, qp)
+    run.say("done", 1.0)
+    return Recommendation(
+        fabric.name, job.to_dict(), run.settings, run.env, run.why, rows, nic_rp, nic_np, ecn,
+        ports, topo.ranks(fabric), t_def, t_rec,
+        _summary(run, place_verdict, t_def, t_rec, cc, topo.gpu_of_rank), _notes(run.opts),
+        details=_details(run.opts, places, qp, coll, cc, rt))
 
-    opts = opts or RecommendOptions()
-    say = progress or (lambda *_: None)
-    settings: list[Setting] = []
-    env: dict[str, str] = {}
-    why: dict[str, str] = {}
 
-    say("placement", 0.0)
+def _step_placement(run: _Run) -> tuple[dict, str]:
+    """Topology-aware placement against the scheduler's order: (placements, verdict)."""
+    from tuner import placement
+
+    fabric, job, opts = run.fabric, run.job, run.opts
+    run.say("placement", 0.0)
     places = placement.compare_strategies(fabric, job, opts.free_servers, seed=opts.seed,
                                           calibration=opts.calibration,
                                           search_iterations=opts.place_iterations,
                                           strategies=("topo", "linear"),
                                           background=opts.background)
-    topo, linear = places["topo"], places["linear"]
-    place_verdict = placement.verdict(places) + "; " + placement.load_context(
-        fabric, job, linear.gpu_of_rank, opts.background, opts.seed)
-    settings.append(Setting(
+    verdict = placement.verdict(places) + "; " + placement.load_context(
+        fabric, job, places["linear"].gpu_of_rank, opts.background, opts.seed)
+    run.settings.append(Setting(
         "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
         "local search; kept the candidate with the best simulated iteration time "
         f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes), never one "
-        "predicted slower than the scheduler's order", place_verdict))
+        "predicted slower than the scheduler's order", verdict))
+    return places, verdict
 
-    say("QPs per connection", 0.2)
+
+def _step_qps(run: _Run, topo):
+    """``NCCL_IB_QPS_PER_CONNECTION`` (by ``netsim predict``'s iteration time on the chosen
+    placement) and ``NCCL_IB_SPLIT_DATA_ON_QPS``."""
+    from tuner import search
+
+    run.say("QPs per connection", 0.2)
     candidates = (1, 2, 4, 8)
     done = iter(range(1, len(candidates) + 1))
-    qp = search.search_qps(fabric, job, topo.gpu_of_rank, candidates=candidates,
-                           seeds=(opts.seed, opts.seed + 1),
-                           progress=lambda: say("QPs per connection",
-                                                0.2 + 0.15 * next(done) / len(candidates)))
-    env["NCCL_IB_QPS_PER_CONNECTION"] = str(qp.qps)
-    env["NCCL_IB_SPLIT_DATA_ON_QPS"] = str(qp.split_data)
-    why["NCCL_IB_QPS_PER_CONNECTION"] = qp.reason
-    settings.append(Setting("NCCL_IB_QPS_PER_CONNECTION", "nccl", 1, qp.qps, qp.reason,
-                            f"collision slowdown {qp.slowdown[1]:.3f}x -> {qp.slowdown[qp.qps]:.3f}x"))
-    settings.append(Setting("NCCL_IB_SPLIT_DATA_ON_QPS", "nccl", 0, qp.split_data,
-                            "round-robin whole messages: a ring's many chunks spread evenly "
-                            "over the QPs without a work request per QP per message",
-                            "no bandwidth change in the flow engine (bytes spread evenly either way)"))
+    opts = run.opts
+    known = {} if topo.iteration_s is None else {1: topo.iteration_s}  # the placement's score
+    qp = search.search_qps(run.fabric, run.job, topo.gpu_of_rank, candidates=candidates,
+                           seed=opts.seed, calibration=opts.calibration,
+                           background=opts.background, known_s=known,
+                           progress=lambda: run.say("QPs per connection",
+                                                    0.2 + 0.15 * next(done) / len(candidates)))
+    run.set_env("NCCL_IB_QPS_PER_CONNECTION", qp.qps, qp.reason)
+    run.set_env("NCCL_IB_SPLIT_DATA_ON_QPS", qp.split_data)
+    run.settings.append(Setting(
+        "NCCL_IB_QPS_PER_CONNECTION", "nccl", 1, qp.qps, qp.reason,
+        f"predicted iteration {qp.iteration_s[1]:.4f} -> {qp.iteration_s[qp.qps]:.4f} s"))
+    run.settings.append(Setting(
+        "NCCL_IB_SPLIT_DATA_ON_QPS", "nccl", 0, qp.split_data,
+        "round-robin whole messages: a ring's many chunks spread evenly over the QPs without "
+        "a work request per QP per message",
+        "no bandwidth change in the flow engine (bytes spread evenly either way)"))
+    return qp
 
-    say("collectives", 0.35)
-    groups = search.job_groups(job, topo.gpu_of_rank)
-    dp_group = groups["dp"][0] if "dp" in groups else topo.gpu_of_rank[:min(8, job.world)]
+
+def _step_collectives(run: _Run, gpu_of_rank: np.ndarray, qps: int):
+    """Algorithm/protocol per size of the DP all-reduce: (search result, ``nccl_tuner.csv`` rows)."""
+    from tuner import search
+
+    run.say("collectives", 0.35)
+    job = run.job
+    groups = search.job_groups(job, gpu_of_rank)
+    dp_group = groups["dp"][0] if "dp" in groups else gpu_of_rank[:min(8, job.world)]
     n_sizes = len(search.COLLECTIVE_SIZES)
-    done_c = iter(range(1, n_sizes + 1))
-    coll = search.search_collectives(fabric, dp_group.tolist(), qps=qp.qps,
-                                     progress=lambda: say("collectives",
-                                                          0.35 + 0.15 * next(done_c) / n_sizes))
+    done = iter(range(1, n_sizes + 1))
+    coll = search.search_collectives(run.fabric, dp_group.tolist(), qps=qps,
+                                     progress=lambda: run.say("collectives",
+                                                              0.35 + 0.15 * next(done) / n_sizes))
     # channels explicit on every row: the example plugin sets *nChannels = 1 before matching
     # and keeps it for a row whose channels is -1, and NCCL then runs that collective on one
     # channel (plugins/tuner/example/plugin.c pluginGetCollInfo; src/enqueue.cc takes a
@@ -187,64 +239,94 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     gains = ", ".join(f"{r['size'] >> 10} KiB {r['algo']}/{r['proto']} "
                       f"{r['default_time_s'] * 1e6:.0f}->{r['time_s'] * 1e6:.0f} us"
                       for r in coll.rows[::3])
-    settings.append(Setting("NCCL algorithm/protocol per size (nccl_tuner.csv)", "nccl",
-                            "NCCL's internal tuner", f"{len(rows)} rows",
-                            f"fastest of ring/tree x LL/LL128/Simple in the collective model "
-                            f"for the {coll.ranks}-rank DP all-reduce",
-                            f"{gains}; largest bucket {big['algo']}/{big['proto']}"))
-    env["NCCL_TUNER_CONFIG_FILE"] = "nccl_tuner.csv"
-    why["NCCL_TUNER_CONFIG_FILE"] = ("read by NCCL's example tuner plugin "
-                                     "(build plugins/tuner/example, set NCCL_TUNER_PLUGIN)")
+    run.settings.append(Setting("NCCL algorithm/protocol per size (nccl_tuner.csv)", "nccl",
+                                "NCCL's internal tuner", f"{len(rows)} rows",
+                                f"fastest of ring/tree x LL/LL128/Simple in the collective "
+                                f"model for the {coll.ranks}-rank DP all-reduce",
+                                f"{gains}; largest bucket {big['algo']}/{big['proto']}"))
+    run.set_env("NCCL_TUNER_CONFIG_FILE", "nccl_tuner.csv",
+                "read by NCCL's example tuner plugin (build plugins/tuner/example, set "
+                "NCCL_TUNER_PLUGIN)")
+    return coll, rows
 
-    say("congestion control", 0.5)
-    # the job's own traffic with the QPs it will run: its congestion points, if any
-    cc = ccreport.run(fabric, job, topo.gpu_of_rank, qp.qps, opts)
-    nic_rp, nic_np, ecn = ccreport.settings_rows(cc, settings)
 
-    say("retransmit", 0.85)
+def _step_congestion_control(run: _Run, gpu_of_rank: np.ndarray, qps: int):
+    """DCQCN/ECN search on the job's own congestion points (with the QPs it will run):
+    (search result, (nic_rp, nic_np, ecn))."""
+    from tuner import ccreport
+
+    run.say("congestion control", 0.5)
+    cc = ccreport.run(run.fabric, run.job, gpu_of_rank, qps, run.opts)
+    return cc, ccreport.settings_rows(cc, run.settings)
+
+
+def _step_retransmit(run: _Run):
+    """``NCCL_IB_TIMEOUT`` / ``NCCL_IB_RETRY_CNT`` from the flap model."""
+    from tuner import retransmit
+
+    run.say("retransmit", 0.85)
+    opts = run.opts
     flaps = retransmit.parse_flaps(opts.flaps)
     rt = retransmit.recommend_retransmit(flaps, opts.margin, opts.adaptive_retrans)
-    env.update(rt.env())
-    why["NCCL_IB_TIMEOUT"] = rt.reason
+    run.env.update(rt.env())
+    run.why["NCCL_IB_TIMEOUT"] = rt.reason
     d, r = rt.default, rt.recommended
     eff = (f"survival per flap {d.survival_per_flap:.3f} -> {r.survival_per_flap:.3f}, job "
            f"{d.job_survival:.3f} -> {r.job_survival:.3f}; expected stall per flap "
            f"{d.expected_stall_s:.2f} -> {r.expected_stall_s:.2f} s; dead-link detection "
            f"{d.setting.failure_detection_s:.1f} -> {r.setting.failure_detection_s:.1f} s")
-    settings.append(Setting("NCCL_IB_TIMEOUT", "nccl", d.setting.timeout, r.setting.timeout,
-                            rt.reason, eff))
-    settings.append(Setting("NCCL_IB_RETRY_CNT", "nccl", d.setting.retry_cnt, r.setting.retry_cnt,
-                            f"retry window {r.setting.survivable_flap_s:.2f} s = timeout x retries",
-                            eff))
+    run.settings.append(Setting("NCCL_IB_TIMEOUT", "nccl", d.setting.timeout, r.setting.timeout,
+                                rt.reason, eff))
+    run.settings.append(Setting("NCCL_IB_RETRY_CNT", "nccl", d.setting.retry_cnt,
+                                r.setting.retry_cnt, f"retry window "
+                                f"{r.setting.survivable_flap_s:.2f} s = timeout x retries", eff))
+    return rt
 
-    say("QoS", 0.9)
-    qos_env, qos_src = _qos_from_probe(opts.probe, int(fabric.nics_per_server))
-    env["NCCL_IB_TC"] = str(NCCL_IB_TC)
-    why["NCCL_IB_TC"] = f"DSCP {ROCE_DSCP} (AF31) with ECT(0): the lossless RoCE class, PFC priority {ROCE_PRIO}"
-    settings.append(Setting("NCCL_IB_TC", "nccl", 0, NCCL_IB_TC, why["NCCL_IB_TC"],
-                            "RoCE traffic lands in the PFC/ECN class the switch config sets up"))
+
+def _step_qos(run: _Run) -> list[dict]:
+    """Traffic class, HCA list / GID index, and PFC headroom per port class (returned)."""
+    run.say("QoS", 0.9)
+    qos_env, qos_src = _qos_from_probe(run.opts.probe, int(run.fabric.nics_per_server))
+    tc_why = (f"DSCP {ROCE_DSCP} (AF31) with ECT(0): the lossless RoCE class, PFC priority "
+              f"{ROCE_PRIO}")
+    run.set_env("NCCL_IB_TC", NCCL_IB_TC, tc_why)
+    run.settings.append(Setting("NCCL_IB_TC", "nccl", 0, NCCL_IB_TC, tc_why,
+                                "RoCE traffic lands in the PFC/ECN class the switch config sets up"))
     for k, v in qos_env.items():
-        env[k] = v
-        why[k] = qos_src
-        settings.append(Setting(k, "nccl", "unset (auto)", v, qos_src, "pins NCCL to the compute NICs"))
-    ports = _headroom_ports(fabric)
+        run.set_env(k, v, qos_src)
+        run.settings.append(Setting(k, "nccl", "unset (auto)", v, qos_src,
+                                    "pins NCCL to the compute NICs"))
+    ports = _headroom_ports(run.fabric)
     for p in ports:
-        settings.append(Setting(f"PFC headroom {p['link_kind']} {p['port_speed_gbps']:g}G "
-                                f"{p['cable_m']:g} m", "switch", "vendor profile",
-                                f"{p['headroom_bytes']} B",
-                                "2 x MTU + 2 x cable bytes + peer response (SONiC formula, "
-                                "IEEE 802.3 pause quanta)", "no drops on the lossless class "
-                                "while PAUSE takes effect"))
+        run.settings.append(Setting(
+            f"PFC headroom {p['link_kind']} {p['port_speed_gbps']:g}G {p['cable_m']:g} m",
+            "switch", "vendor profile", f"{p['headroom_bytes']} B",
+            "2 x MTU + 2 x cable bytes + peer response (SONiC formula, IEEE 802.3 pause quanta)",
+            "no drops on the lossless class while PAUSE takes effect"))
+    return ports
 
-    say("iteration time", 0.95)
-    base_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration, qps=1,
-                                            seed=opts.seed, background=opts.background)
-    rec_score = placement.iteration_scorer(fabric, job, calibration=opts.calibration,
-                                           qps=qp.qps, seed=opts.seed,
-                                           background=opts.background)
-    t_def, t_rec = base_score(linear.gpu_of_rank), rec_score(topo.gpu_of_rank)
-    t_rec = _never_worse_qps(settings, env, qp.qps, t_rec, base_score(topo.gpu_of_rank))
-    summary = {
+
+def _step_iteration_time(run: _Run, places: dict, qp) -> tuple[float, float]:
+    """Predicted iteration with the defaults (scheduler order, 1 QP) and as recommended: the
+    placement search's and the QP search's own ``predict`` scores (one scorer, one model)."""
+    from tuner import placement
+
+    run.say("iteration time", 0.95)
+    t_def = places["linear"].iteration_s
+    if t_def is None:
+        opts = run.opts
+        t_def = placement.iteration_scorer(
+            run.fabric, run.job, calibration=opts.calibration, qps=1, seed=opts.seed,
+            background=opts.background)(places["linear"].gpu_of_rank)
+    return t_def, qp.iteration_s[qp.qps]
+
+
+def _summary(run: _Run, place_verdict: str, t_def: float, t_rec: float, cc,
+             gpu_of_rank: np.ndarray) -> dict:
+    from tuner import ccreport
+
+    fabric, job = run.fabric, run.job
+    return {
         "fabric": fabric.name, "job": f"{job.model_config().name} tp={job.tp} cp={job.cp} "
         f"ep={job.ep} pp={job.pp} dp={job.dp} ({job.world} GPUs) on {job.gpu}",
         "placement": place_verdict,
@@ -252,10 +334,15 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "predicted iteration (placement + QPs recommended)": f"{t_rec:.4f} s "
         f"({(t_def / t_rec - 1) * 100:+.2f}% throughput)",
         "CC congestion points": "; ".join(cc.found) or "none (no network collective)",
-        "dominant traffic": _dominant(job, topo.gpu_of_rank, fabric),
+        "dominant traffic": _dominant(job, gpu_of_rank, fabric),
         "CC result": ccreport.summary(cc),
     }
-    notes = [
+
+
+def _notes(opts: RecommendOptions) -> list[str]:
+    from tuner import ccsearch, placement
+
+    return [
         "Iteration times come from netsim.workload.predict on the flow engine (every "
         "collective of a kind, all groups at once, sharing the fabric under max-min, as "
         "netsim predict does), with the background jobs' traffic when given; DCQCN dynamics, "
@@ -263,42 +350,30 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         "simulators).",
         f"Flap model: {opts.flaps} (margin {opts.margin:g}x); a failed flap costs a job "
         "restart of 600 s in the expected stall (assumption).",
-        f"QP cost {search.QP_COST:.0%} per extra QP is an assumption; the CC scenarios "
+        f"QP counts predicted within {placement.SCORE_RTOL:.1%} of the fastest are a tie, "
+        "won by the fewest QPs (their NIC state and work requests are not priced: an "
+        "assumption); the CC scenarios "
         f"uses a {ccsearch.BUFFER_PER_PORT_BYTES // 1000} KB/port switch buffer (assumption).",
     ]
-    say("done", 1.0)
-    return Recommendation(
-        fabric.name, job.to_dict(), settings, env, why, rows, nic_rp, nic_np, ecn, ports,
-        topo.ranks(fabric), t_def, t_rec, summary, notes,
-        details={"placement": {k: v.to_json() for k, v in places.items()},
-                 "qps": {"slowdown": qp.slowdown, "cost": qp.cost},
-                 "collectives": coll.rows,
-                 "cc": ccreport.details(cc),
-                 "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
-                                "design_flap_s": rt.design_flap_s,
-                                "default": _rt_json(rt.default), "recommended": _rt_json(rt.recommended)}})
+
+
+def _details(opts: RecommendOptions, places: dict, qp, coll, cc, rt) -> dict:
+    from tuner import ccreport
+
+    return {"placement": {k: v.to_json() for k, v in places.items()},
+            "qps": {"iteration_s": qp.iteration_s, "slowdown": qp.slowdown, "cost": qp.cost},
+            "collectives": coll.rows,
+            "cc": ccreport.details(cc),
+            "retransmit": {"flaps": opts.flaps, "margin": opts.margin,
+                           "design_flap_s": rt.design_flap_s,
+                           "default": _rt_json(rt.default),
+                           "recommended": _rt_json(rt.recommended)}}
 
 
 def _dominant(job, gpu_of_rank, fabric) -> str:
     from tuner.traffic_report import dominant_summary
 
     return dominant_summary(job, np.asarray(gpu_of_rank), fabric)
-
-
-def _never_worse_qps(settings: list, env: dict, qps: int, t_qps: float, t_one: float) -> float:
-    """Keep 1 QP when the iteration predicted with ``qps`` QPs is slower than with 1 (the QP
-    search ranks collision slowdowns; the iteration time is what the user gets)."""
-    if qps == 1 or t_qps <= t_one:
-        return t_qps
-    env["NCCL_IB_QPS_PER_CONNECTION"] = "1"
-    import dataclasses
-
-    for i, st in enumerate(settings):
-        if st.name == "NCCL_IB_QPS_PER_CONNECTION":
-            settings[i] = dataclasses.replace(
-                st, recommended=1, reason=st.reason + f"; kept 1: the predicted iteration with "
-                f"{qps} QPs ({t_qps:.4f} s) is slower than with 1 ({t_one:.4f} s)")
-    return t_one
 
 
 def _rt_json(r) -> dict:

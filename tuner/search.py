@@ -1,9 +1,9 @@
 """Settings search: QPs per connection, NCCL algorithm/protocol per size, DCQCN parameters.
 
-* **ECMP entropy** (:func:`search_qps`): the flow engine's collision slowdown of the job's
-  concurrent DP rings (and PP pairs) for 1, 2, 4, ... QPs per connection against a per-QP cost
-  (each extra QP is one more work request per message and NIC QP-context state; modelled as a
-  ``qp_cost`` fraction of the transfer time per extra QP, an assumption stated in the report).
+* **ECMP entropy** (:func:`search_qps`): the iteration time ``netsim predict`` gives (the flow
+  engine, every QP its own ECMP path) for 1, 2, 4, ... QPs per connection; the fewest QPs
+  within the placement search's tie tolerance of the fastest (each extra QP is NIC state and
+  work requests the flow engine does not price).
 * **Collectives** (:func:`search_collectives`): ``netsim.collectives.run_collective`` of the
   job's DP group for every (algorithm, protocol) NCCL's tuner plugin can pick, per message-size
   bucket; the fastest wins a row of ``nccl_tuner.csv``.
@@ -17,23 +17,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.collision import collision_slowdown
-
 #: NCCL defaults (env.rst, nccl-roce.md 2): NCCL_IB_QPS_PER_CONNECTION=1, SPLIT_DATA_ON_QPS=0.
 DEFAULT_QPS = 1
-#: Fractional cost of each extra QP (assumption: one work request per QP per message, a few
-#: microseconds per NCCL step of hundreds of microseconds; NIC QP cache pressure at scale).
-QP_COST = 0.01
 
 
 @dataclass(frozen=True)
 class QpChoice:
-    """Collision slowdown per QP count and the chosen count."""
+    """Predicted iteration time per QP count and the chosen count."""
 
     qps: int
-    slowdown: dict[int, float]          # qps -> worst-group slowdown (mean over seeds)
-    mean_slowdown: dict[int, float]     # qps -> mean-group slowdown
-    cost: dict[int, float]              # qps -> slowdown x (1 + qp_cost (qps - 1))
+    iteration_s: dict[int, float]       # qps -> netsim predict's iteration time
+    slowdown: dict[int, float]          # qps -> iteration_s / the fastest count's (>= 1)
+    cost: dict[int, float]              # qps -> the ranking score (= slowdown; ties: fewer QPs)
     split_data: int
     reason: str
 
@@ -72,53 +67,84 @@ def ep_shift_rings(groups: np.ndarray, shifts: int = 4) -> np.ndarray:
     return np.concatenate(rows)
 
 
-def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8),
-               seeds=(0, 1), qp_cost: float = QP_COST, progress=None) -> QpChoice:
-    """Choose ``NCCL_IB_QPS_PER_CONNECTION`` from the flow engine's collision slowdown.
+def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), seed: int = 0,
+               calibration=None, background: list | None = None, rtol: float | None = None,
+               known_s: dict[int, float] | None = None, shortcut: bool = True,
+               progress=None) -> QpChoice:
+    """Choose ``NCCL_IB_QPS_PER_CONNECTION`` by the iteration time ``netsim predict`` gives.
+
+    Every candidate is scored with :func:`tuner.placement.iteration_scorer` (the flow engine,
+    ``netsim.workload.flowcomm.FlowCommModel``, with that many QPs per connection: each QP its
+    own UDP source port and ECMP path), on ``gpu_of_rank``, with the same seed, calibration and
+    background jobs as ``predict``; so the advice and the predicted iteration agree, and the
+    chosen count is never predicted slower than 1 QP (1 is always a candidate).
 
     Parameters
     ----------
     fabric, job, gpu_of_rank
         Where the job runs (``gpu_of_rank`` from :mod:`tuner.placement`).
     candidates
-        QP counts to try.
-    seeds
-        ECMP/QP-number seeds averaged over (collisions depend on the hash draw).
-    qp_cost
-        Fractional cost per extra QP.
+        QP counts to try (1 is added if missing).
+    seed, calibration, background
+        As for ``iteration_scorer``: the ECMP/QP-number seed, the calibration, the jobs
+        already on the fabric.
+    rtol
+        Counts within ``rtol`` of the fastest are a tie, won by the fewest QPs (each QP is NIC
+        state and work requests the flow engine does not price); default
+        ``tuner.placement.SCORE_RTOL``, the placement search's tie.
+    known_s
+        Iteration times already predicted on ``gpu_of_rank`` by the same scorer (the placement
+        search's 1-QP score): not predicted again.
+    shortcut
+        Stop after 1 QP when its time is within ``rtol`` of the iteration with no network
+        contention at all (``predict`` with the analytic comm model: every network call at
+        its NIC's line rate, which no QP count can beat), since 1 QP then wins the tie
+        whatever the others predict. The choice is the plain search's (tested); only the
+        times of the counts not run are missing. Not taken with a calibration.
     """
-    from tuner.collision import fabric_paths
-    from tuner.placement import job_traffic
+    from tuner.placement import SCORE_RTOL, iteration_scorer
 
-    groups = job_groups(job, gpu_of_rank)
-    if not groups:
-        return QpChoice(1, {1: 1.0}, {1: 1.0}, {1: 1.0}, 0, "no network collective")
-    traffic = job_traffic(job)
-    weight = {k: traffic.total(k) for k in groups}
-    paths = {s: fabric_paths(fabric, s) for s in seeds}   # one ECMP router per seed
-    worst, mean, cost = {}, {}, {}
+    rtol = SCORE_RTOL if rtol is None else rtol
+    network = bool(job_groups(job, gpu_of_rank))
+    candidates = sorted({1, *candidates}) if network else [1]
+    times = {q: float(t) for q, t in (known_s or {}).items() if q in candidates}
     for q in candidates:
-        w, m = [], []
-        for s in seeds:
-            # DP rings and PP pairs run at different moments: price each kind on its own and
-            # weight by its bytes per iteration
-            sds = {k: collision_slowdown(fabric, g, qps=q, seed=s, paths=paths[s])
-                   for k, g in groups.items()}
-            total = sum(weight.values()) or 1.0
-            w.append(sum(weight[k] * sd.worst for k, sd in sds.items()) / total)
-            m.append(sum(weight[k] * sd.mean for k, sd in sds.items()) / total)
+        if q not in times:
+            score = iteration_scorer(fabric, job, calibration=calibration, qps=q, seed=seed,
+                                     background=background)
+            times[q] = score(gpu_of_rank)
         if progress:
             progress()
-        worst[q], mean[q] = float(np.mean(w)), float(np.mean(m))
-        cost[q] = worst[q] * (1 + qp_cost * (q - 1))
-    best = min(cost, key=lambda q: (round(cost[q], 6), q))
-    kinds = " and ".join(f"{len(g)} {k.upper()} groups" for k, g in groups.items())
-    reason = (f"flow-engine ECMP collision slowdown (byte-weighted) of the {kinds}: "
-              + ", ".join(f"{q} QP {worst[q]:.2f}x" for q in candidates)
-              + f"; {qp_cost:.0%} cost per extra QP")
+        if q == 1 and network and shortcut and calibration is None:
+            bound = _uncontended_s(fabric, job, gpu_of_rank)
+            if times[1] <= bound * (1 - 1e-9) * (1 + rtol):
+                return QpChoice(1, {1: times[1]}, {1: 1.0}, {1: 1.0}, 0, (
+                    f"predicted iteration (netsim predict, flow engine) with 1 QP "
+                    f"{times[1]:.4f} s, within {rtol:.1%} of the iteration with no network "
+                    f"contention at all ({bound:.4f} s): no QP count can beat it by more"))
+    fastest = min(times.values())
+    slowdown = {q: t / fastest for q, t in times.items()}
+    best = min(q for q in candidates if times[q] <= fastest * (1 + rtol))
+    reason = "no network collective" if not network else (
+        "predicted iteration (netsim predict, flow engine, every QP its own ECMP path) "
+        "with " + ", ".join(f"{q} QP {times[q]:.4f} s" for q in candidates)
+        + f"; fewest QPs within {rtol:.1%} of the fastest")
     # Split over QPs only adds a work request per QP per message; round-robin whole messages
     # (NCCL's default 0 since 2.20) spreads a ring's many chunks evenly too.
-    return QpChoice(best, worst, mean, cost, 0, reason)
+    return QpChoice(best, times, slowdown, dict(slowdown), 0, reason)
+
+
+def _uncontended_s(fabric, job, gpu_of_rank: np.ndarray) -> float:
+    """The iteration with every network call at its NIC's line rate (``predict`` with the
+    analytic comm model, which the flow engine equals on an uncontended fabric): a lower
+    bound of the flow engine's prediction for any QP count."""
+    from netsim.hardware import get_hardware
+    from netsim.workload import predict
+    from netsim.workload.comm import AnalyticCommModel
+
+    hw = get_hardware(job.gpu)
+    return float(predict(job, fabric, hw, placement=gpu_of_rank,
+                         comm_model=AnalyticCommModel(hw)).iteration_s)
 
 
 @dataclass(frozen=True)

@@ -148,24 +148,27 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     rate = np.zeros(nf)
     ceiling = np.full(nf, np.inf) if max_rate is None else np.asarray(max_rate, np.float64)
     residual = capacity.copy()
-    e_flow_l = inc.e_flow[inc.by_link]
-    e_link_l = inc.e_link[inc.by_link]
+    # entries of the flows still unfrozen, in flow order and in link order; compacted as flows
+    # freeze, so a round costs what is left (same entries, same order: the same sums)
+    keep = unfrozen[inc.e_flow]
+    ef, el, ew = inc.e_flow[keep], inc.e_link[keep], inc.e_weight[keep]
+    efl, ell = inc.e_flow[inc.by_link], inc.e_link[inc.by_link]
+    keep_l = unfrozen[efl]
+    efl, ell = efl[keep_l], ell[keep_l]
     for _ in range(nf + 1):  # each round freezes at least one flow
         if not unfrozen.any():
             break
-        on = unfrozen[inc.e_flow]
-        load = np.bincount(inc.e_link[on], weights=inc.e_weight[on], minlength=nl)
+        load = np.bincount(el, weights=ew, minlength=nl)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(load > 0, np.maximum(residual, 0.0) / load, np.inf)
         # per-flow level: the tightest share on its path, or its own ceiling
-        m_flow = _segment_min(inc.e_flow[on], share[inc.e_link[on]], nf)
+        m_flow = _segment_min(ef, share[el], nf)
         m_flow = np.minimum(m_flow, ceiling)
-        on_l = unfrozen[e_flow_l]
-        link_min = _segment_min(e_link_l[on_l], m_flow[e_flow_l[on_l]], nl)
+        link_min = _segment_min(ell, m_flow[efl], nl)
         bottleneck = (load > 0) & (share <= link_min * (1 + _RTOL))
         # flows frozen this round: those on a bottleneck link, and those at their own ceiling
         hit = np.zeros(nf, bool)
-        hit[inc.e_flow[on & bottleneck[inc.e_link]]] = True
+        hit[ef[bottleneck[el]]] = True
         hit |= unfrozen & (ceiling <= m_flow * (1 + _RTOL)) & np.isfinite(ceiling)
         # a flow crossing no link at all and without a ceiling: unbounded
         free = unfrozen & ~np.isfinite(m_flow)
@@ -177,10 +180,12 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
                 continue
             raise RuntimeError("progressive filling made no progress")  # pragma: no cover
         rate[hit] = m_flow[hit]
-        sel = hit[inc.e_flow]
-        residual -= np.bincount(inc.e_link[sel], weights=inc.e_weight[sel] * rate[inc.e_flow[sel]],
-                                minlength=nl)
+        sel = hit[ef]
+        residual -= np.bincount(el[sel], weights=ew[sel] * rate[ef[sel]], minlength=nl)
         unfrozen &= ~hit
+        stay, stay_l = unfrozen[ef], unfrozen[efl]
+        ef, el, ew = ef[stay], el[stay], ew[stay]
+        efl, ell = efl[stay_l], ell[stay_l]
     return rate
 
 

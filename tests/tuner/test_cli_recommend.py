@@ -88,3 +88,34 @@ def test_recommend_gpt3_on_megascale(tmp_path, capsys, dp) -> None:
     assert placement_row["effect"] in report
     if dp == 16:   # an empty fabric: the scheduler's order is already ToR-aligned
         assert placement_row["effect"].startswith("topo gives no gain over linear")
+
+
+def _doc_excerpts(doc: str) -> dict[str, list[str]]:
+    """The code block after each "`FILE`: ..." paragraph of docs/recommend.md's "Output
+    files" section, as lines."""
+    import re
+
+    section = doc[doc.index("## Output files"):doc.index("## Deployable files")]
+    out = {}
+    for m in re.finditer(r"^`([\w.]+)`[: ].*?\n```[a-z]*\n(.*?)\n```", section, re.M | re.S):
+        out[m.group(1)] = m.group(2).splitlines()
+    return out
+
+
+@pytest.mark.slow
+def test_doc_excerpts_are_from_a_run(tmp_path, capsys) -> None:
+    # every excerpt line of docs/recommend.md's "Output files" is a line of the file the README's
+    # `make run` command writes ("..." marks a cut)
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "recommend.md").read_text()
+    excerpts = _doc_excerpts(doc)
+    assert set(excerpts) == {"nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf", "switch_qos.yaml",
+                             "placement.json", "report.md"}
+    out = tmp_path / "recommend"
+    assert main(["recommend", "--fabric", "megascale", "--job", "gpt3-175b", "-o", str(out)]) == 0
+    capsys.readouterr()
+    for name, lines in excerpts.items():
+        written = set((out / name).read_text().splitlines())
+        missing = [ln for ln in lines if ln != "..." and ln not in written]
+        assert not missing, f"docs/recommend.md excerpt of {name}: not in a fresh run: {missing}"

@@ -19,12 +19,6 @@ def linear_gpus(small_clos, small_job, striped_free):
     return place(small_clos, small_job, "linear", striped_free).gpu_of_rank
 
 
-def test_recommended_qps_lower_collision_slowdown(small_clos, small_job, linear_gpus) -> None:
-    qp = search_qps(small_clos, small_job, linear_gpus)
-    assert qp.slowdown[1] > 1.0                 # the striped placement does collide
-    assert qp.qps > 1 and qp.slowdown[qp.qps] < qp.slowdown[1]
-
-
 @pytest.fixture(scope="module")
 def cc_choice(small_clos, small_job, linear_gpus):
     scenarios, found = job_scenarios(small_clos, small_job, linear_gpus, qps=1)
@@ -156,15 +150,17 @@ def test_report_qp_and_retransmit_rows_are_simulator_outputs(reco, small_clos, s
 
     rec, out, _ = reco
     rows = {s.name: s for s in rec.settings}
-    # QPs: the flow engine's collision slowdown of the written placement, recomputed
+    # QPs: predict's iteration time on the written placement per QP count, recomputed
     pos = {g: i for i, g in enumerate(small_clos.gpus)}
     import numpy as np
 
     gpus = np.array([pos[r["gpu"]] for r in sorted(rec.ranks, key=lambda r: r["rank"])])
-    qp = search_qps(small_clos, small_job, gpus, seeds=(0, 1))
+    qp = search_qps(small_clos, small_job, gpus)
     row = rows["NCCL_IB_QPS_PER_CONNECTION"]
-    assert row.recommended == qp.qps
-    assert row.effect == f"collision slowdown {qp.slowdown[1]:.3f}x -> {qp.slowdown[qp.qps]:.3f}x"
+    assert row.recommended == qp.qps == int(rec.env["NCCL_IB_QPS_PER_CONNECTION"])
+    assert row.effect == (f"predicted iteration {qp.iteration_s[1]:.4f} -> "
+                          f"{qp.iteration_s[qp.qps]:.4f} s")
+    assert rec.iteration_recommended_s == qp.iteration_s[qp.qps] <= qp.iteration_s[1]
     # retransmit: the survival model of the written timeout / retry count
     env = rec.env
     s = RetransmitSetting(int(env["NCCL_IB_TIMEOUT"]), int(env["NCCL_IB_RETRY_CNT"]))

@@ -175,15 +175,44 @@ def _parse_overlap(text: str, overlap_cls):
 
 
 def run(args: argparse.Namespace) -> int:
-    from netsim.hardware import get_hardware
-    from netsim.workload import predict
-
-    comm = args.comm or ("flow" if args.fabric else "analytic")
-    if comm == "flow" and not args.fabric:
-        raise ValueError("--comm flow needs --fabric (the flow engine runs on a fabric)")
+    comm = _comm_kind(args)
     steps = ["placing ranks", "pricing collectives", "pricing compute", "executing the pipeline"]
     bar = progress(total=len(steps) + 2, desc="predict", enabled=sys.stderr.isatty())
     job = _job_from_args(args)
+    job, hw, calibration = _hardware_and_calibration(args, job)
+    stragglers, fabric = _what_ifs_and_fabric(args, bar)
+    bar.update(1)
+    placement = _read_placement(args.placement, fabric, job.world) if args.placement else None
+    comm_model = _flow_comm_model(args, fabric, hw, calibration, bar) if comm == "flow" else None
+    opts = _megascale_opts(args)
+    job, hw, comm_model, compute_model = _with_megascale(job, hw, opts, comm_model, calibration)
+    pred, shared = _prediction(args, job, fabric, hw, calibration, placement, comm, comm_model,
+                               compute_model, stragglers, bar)
+    bar.close()
+    if args.json:
+        print_json(_json_report(pred, shared, opts, fabric, comm, hw))
+        return 0
+    _print_human(pred, fabric, comm, hw.name)
+    if shared is not None:
+        from tuner.cli._background import print_background
+
+        print_background(shared.background)
+    return 0
+
+
+def _comm_kind(args: argparse.Namespace) -> str:
+    """``flow`` or ``analytic``: ``--comm``, else flow with a fabric."""
+    comm = args.comm or ("flow" if args.fabric else "analytic")
+    if comm == "flow" and not args.fabric:
+        raise ValueError("--comm flow needs --fabric (the flow engine runs on a fabric)")
+    return comm
+
+
+def _hardware_and_calibration(args: argparse.Namespace, job):
+    """(job, hardware profile, calibration): the calibrated profile, the job of ``--like``
+    with the host cores of that run, and the ``--nic-scale`` what-if."""
+    from netsim.hardware import get_hardware
+
     hw = get_hardware(job.gpu)
     calibration, avail = None, None
     if args.calibration:
@@ -200,6 +229,11 @@ def run(args: argparse.Namespace) -> int:
         hw = hw.replace(host_cores=min(hw.host_cores, avail))  # the load during that run
     if args.nic_scale != 1.0:
         hw = hw.scaled_network(args.nic_scale)
+    return job, hw, calibration
+
+
+def _what_ifs_and_fabric(args: argparse.Namespace, bar):
+    """(stragglers, fabric with its degraded links, or None)."""
     from netsim.workload.whatif import degrade_links, parse_degrades, parse_stragglers
 
     stragglers, degrades = parse_stragglers(args.straggler), parse_degrades(args.degrade)
@@ -212,29 +246,33 @@ def run(args: argparse.Namespace) -> int:
         bar.set_description("building fabric")
         fabric = load_fabric(args.fabric)
         degrade_links(fabric, degrades)
-    bar.update(1)
-    placement = _read_placement(args.placement, fabric, job.world) if args.placement else None
+    return stragglers, fabric
 
-    def say(msg: str) -> None:
-        bar.set_description(msg)
-        bar.update(1)
 
-    comm_model = None
-    if comm == "flow":
-        from netsim.workload.flowcomm import FlowCommModel
+def _flow_comm_model(args: argparse.Namespace, fabric, hw, calibration, bar):
+    from netsim.workload.flowcomm import FlowCommModel
 
-        overrides = calibration.comm_model(hw).overrides if calibration else None
-        comm_model = FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
-                                   progress=bar.set_description)
-    opts = _megascale_opts(args)
-    compute_model = None
-    if opts != type(opts)():
-        from netsim.workload.megascale_opts import apply
+    overrides = calibration.comm_model(hw).overrides if calibration else None
+    return FlowCommModel(fabric, hw, seed=args.seed, overrides=overrides,
+                         progress=bar.set_description)
 
-        job, hw, comm_model, compute_model = apply(
-            job, hw, opts, comm_model or (calibration.comm_model(hw) if calibration else None),
-            calibration.compute_model(hw) if calibration else None)
-    shared = None
+
+def _with_megascale(job, hw, opts, comm_model, calibration):
+    """(job, hw, comm model, compute model) with MegaScale's switches applied, if any."""
+    if opts == type(opts)():
+        return job, hw, comm_model, None
+    from netsim.workload.megascale_opts import apply
+
+    return apply(job, hw, opts, comm_model or (calibration.comm_model(hw) if calibration else None),
+                 calibration.compute_model(hw) if calibration else None)
+
+
+def _prediction(args, job, fabric, hw, calibration, placement, comm, comm_model, compute_model,
+                stragglers, bar):
+    """(prediction, shared-fabric result or None): with ``--background``, the job and the
+    background jobs on one fabric."""
+    from netsim.workload import predict
+
     if getattr(args, "background", None):
         if stragglers:
             raise ValueError("--straggler with --background: not modelled together; "
@@ -245,31 +283,29 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--background with --straggler or the MegaScale switches is not "
                              "supported yet; drop one")
         shared = shared_prediction(args, job, fabric, hw, calibration, placement, comm, bar)
-        pred = shared.prediction
-    else:
-        pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                       comm_model=comm_model, compute_model=compute_model, progress=say,
-                       stragglers=stragglers or None)
-    bar.close()
-    if args.json:
-        out = pred.to_json()
-        if shared is not None:
-            out["background"] = shared.background
-        out["megascale_opts"] = {"ptb": opts.ptb, "swa_window": opts.swa_window,
-                                 "efficient_ops": opts.efficient_ops, "lamb": opts.lamb,
-                                 "lamb_batch_factor": opts.lamb_batch_factor,
-                                 "fused_bytes_fraction": opts.fused_bytes_fraction}
-        out["fabric"] = fabric.name if fabric is not None else None
-        out["comm_model"] = comm
-        out["hardware"] = hw.name
-        print_json(out)
-        return 0
-    _print_human(pred, fabric, comm, hw.name)
-    if shared is not None:
-        from tuner.cli._background import print_background
+        return shared.prediction, shared
 
-        print_background(shared.background)
-    return 0
+    def say(msg: str) -> None:
+        bar.set_description(msg)
+        bar.update(1)
+
+    return predict(job, fabric, hw, calibration=calibration, placement=placement,
+                   comm_model=comm_model, compute_model=compute_model, progress=say,
+                   stragglers=stragglers or None), None
+
+
+def _json_report(pred, shared, opts, fabric, comm: str, hw) -> dict:
+    out = pred.to_json()
+    if shared is not None:
+        out["background"] = shared.background
+    out["megascale_opts"] = {"ptb": opts.ptb, "swa_window": opts.swa_window,
+                             "efficient_ops": opts.efficient_ops, "lamb": opts.lamb,
+                             "lamb_batch_factor": opts.lamb_batch_factor,
+                             "fused_bytes_fraction": opts.fused_bytes_fraction}
+    out["fabric"] = fabric.name if fabric is not None else None
+    out["comm_model"] = comm
+    out["hardware"] = hw.name
+    return out
 
 
 def _runs(values: list[int]) -> str:
