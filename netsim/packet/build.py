@@ -330,8 +330,8 @@ def _port_stats(sim, fabric, now) -> list[PortStats]:
 def _count_in_flight(sim) -> int:
     """Data packets still queued or on a wire when the run stopped (counted from the state)."""
     n = sum(1 for d in sim.P_data for p in d if p.kind == 0)
-    arrive = sim._arrive.__func__
+    arrive = sim._arrive
     for item in sim.q:
-        if len(item) == 5 and getattr(item[2], "__func__", None) is arrive and item[4].kind == 0:
+        if len(item) == 5 and item[2] is arrive and item[4].kind == 0:
             n += 1
     return n
