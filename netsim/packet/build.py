@@ -90,7 +90,6 @@ def build_sim(fabric, cfg: PacketConfig, rng: np.random.Generator) -> PacketSim:
     prop = [ns_to_ps(float(x)) for x in fabric.link_latency_ns]
     sim = PacketSim(src.tolist(), dst.tolist(), np.asarray(fabric.link_capacity_bps).tolist(), prop,
                     link_nic, rev, cfg, rng)
-    sim.P_commit = [0] * n
     for lid in range(n):
         rate = sim.L_rate[lid]
         sim.headroom[lid] = (cfg.headroom_bytes if cfg.headroom_bytes is not None else

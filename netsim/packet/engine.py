@@ -30,7 +30,7 @@ from heapq import heappop, heappush
 
 import simpy
 
-from netsim.packet.qp import CNP, DATA, RcTransport
+from netsim.packet.qp import CNP, DATA, RcTransport, nic_path
 
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12
@@ -123,6 +123,7 @@ class PacketSim(RcTransport):
         self.I_pause_tx = [0] * n
         self.I_hr_max = [0] * n
         self.nic_rr = [0] * n
+        self.P_commit = [0] * n  # filled by the builder
         self.paused_set: set[int] = set()
         self.S_used = [0] * (max(link_dst) + 1 if n else 1)
         self.mtu = cfg.mtu_bytes
@@ -442,7 +443,7 @@ def _hot_path(sim: PacketSim) -> dict:
     ack_qp, fast, pfc, ecn, ecn_deq = sim.ack_qp, sim.fast, sim.pfc, sim.ecn, sim.ecn_deq
     buffer, alpha, xoff_static = sim.buffer, sim.alpha, sim.xoff_static
     kmin, kmax, pmax = sim.kmin, sim.kmax, sim.pmax
-    release, uniform, lost, nic_send = sim._release, sim._uniform, sim._lost, sim._nic_send
+    release, uniform, lost = sim._release, sim._uniform, sim._lost
     drop_admit, send_pause, cnp_from = sim._drop_admit, sim._send_pause, sim._cnp_from
     rx_data, rx_ctrl = sim._rx_data, sim._rx_ctrl
 
@@ -523,7 +524,15 @@ def _hot_path(sim: PacketSim) -> dict:
             if qb >= kmax or uniform() < pmax * (qb - kmin) / (kmax - kmin):
                 pkt.ecn = 1
                 P_ecn[lk] += 1
-        end = tx(t, lk, pkt)
+        end = t + size * _PS_BITS // L_rate[lk]  # tx, inlined
+        P_busy[lk] = end
+        P_txb[lk] += size
+        if L_up[lk]:
+            ta = end + L_prop[lk]
+            heappush(q, (ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                         | next(eid), arrive, lk, pkt))
+        else:
+            lost(lk, pkt)
         if data:
             # kick, inlined (this port's wake was cleared by wake(), or it had none)
             w = P_wake[lk]
@@ -565,8 +574,16 @@ def _hot_path(sim: PacketSim) -> dict:
                 and used + size <= buffer and (not pfc or I_bytes[lk] + size <= (
                     xoff_static if xoff_static is not None else alpha * (buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
-            # buffer would hold it for no time; the same as the slow path below).
-            tx(t, nl, pkt)
+            # buffer would hold it for no time; the same as the slow path below). tx, inlined.
+            end = t + size * _PS_BITS // L_rate[nl]
+            P_busy[nl] = end
+            P_txb[nl] += size
+            if L_up[nl]:
+                ta = end + L_prop[nl]
+                heappush(q, (ta, (((L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                             | next(eid), arrive, nl, pkt))
+            else:
+                lost(nl, pkt)
             return
         # ---- data: buffer admission, PFC, ECN
         # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
@@ -610,4 +627,6 @@ def _hot_path(sim: PacketSim) -> dict:
             elif not P_paused[nl]:
                 kick(nl, busy)
 
-    return {"_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive}
+    nic = nic_path(sim, tx, kick)
+    nic_send = nic["_nic_send"]
+    return {"_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}

@@ -88,93 +88,6 @@ class RcTransport:
     """Mixin: NIC data source, responder and requester logic of :class:`PacketSim`."""
 
     # ---------------------------------------------------------------- requester (sender) side
-    def _nic_send(self, t, lk):
-        """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to ``commit_ps`` ahead."""
-        qps = self.nic_active[self.L_nic[lk]]
-        s = t
-        # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
-        # than limit, so committing ahead changes nothing; one that already arrived stops it.
-        limit = t + self.P_commit[lk]
-        if self.P_pause_eff[lk] < limit:
-            limit = self.P_pause_eff[lk]
-        while qps:
-            nxt = self._nic_one(s, lk, qps)
-            if nxt < 0:
-                return  # nothing sendable until an ACK or a timer
-            # Paced departures are computed, not waited for: commit the next packet at the
-            # time it may go if that is inside the window, else come back then.
-            busy = self.P_busy[lk]
-            s = nxt if nxt > busy else busy
-            if s >= limit:
-                self._kick(lk, s)
-                return
-
-    def _nic_one(self, t, lk, qps):
-        """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
-        mtu = self.mtu
-        k = len(qps)
-        start = self.nic_rr[lk] % k
-        chosen = None
-        soonest = -1
-        for j in range(k):
-            qp = qps[(start + j) % k]
-            if qp.snd_nxt >= qp.npkts:
-                continue
-            cw = qp.cc.cwnd_bytes
-            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
-                continue
-            if qp.next_ok > t:
-                if soonest < 0 or qp.next_ok < soonest:
-                    soonest = qp.next_ok
-                continue
-            chosen = qp
-            self.nic_rr[lk] = start + j + 1
-            break
-        if chosen is None:
-            return soonest
-        qp = chosen
-        psn = qp.snd_nxt
-        payload = mtu if psn < qp.npkts - 1 else qp.last_payload
-        size = payload + self.hdr
-        pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
-        qp.snd_nxt = psn + 1
-        self.inj_pkts += 1
-        self.inj_bytes += payload
-        if psn < qp.max_sent:
-            qp.retx_pkts += 1
-            qp.retx_bytes += payload
-        else:
-            qp.max_sent = psn + 1
-        if qp.deadline < 0 and self.rto is not None:
-            qp.deadline = t + self._rto_for(qp)
-            if not qp.timer_on:
-                qp.timer_on = True
-                heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
-        cc = qp.cc
-        cc.on_send(size)
-        qp.last_tx = t
-        qp.last_wire = size
-        qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
-        cw = cc.cwnd_bytes
-        if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
-            pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
-        busy = self._tx(t, lk, pkt)
-        if k == 1:
-            if qp.snd_nxt >= qp.npkts or pkt.areq:
-                return -1
-            return qp.next_ok if qp.next_ok > busy else busy
-        nxt = -1
-        for q2 in qps:
-            if q2.snd_nxt < q2.npkts:
-                cw = q2.cc.cwnd_bytes
-                if cw is not None and (q2.snd_nxt - q2.snd_una) * mtu >= cw:
-                    continue
-                if nxt < 0 or q2.next_ok < nxt:
-                    nxt = q2.next_ok
-        if nxt < 0:
-            return -1
-        return nxt if nxt > busy else busy
-
     def _repace(self, t, qp):
         """The CC changed *qp*'s rate outside a send: recompute its next departure."""
         if qp.done or qp.error or qp.last_wire == 0:
@@ -342,3 +255,101 @@ class RcTransport:
             self._serve(t, lk)
         else:
             self._kick(lk, busy)
+
+
+def nic_path(sim, tx, kick) -> dict:
+    """The NIC data source of *sim* (``_nic_send``, ``_nic_one``) as closures over its arrays,
+    sending with the engine's *tx* and re-waking with its *kick* (see ``engine._hot_path``)."""
+    nic_active, L_nic, P_busy, P_commit = sim.nic_active, sim.L_nic, sim.P_busy, sim.P_commit
+    P_pause_eff, nic_rr = sim.P_pause_eff, sim.nic_rr
+    mtu, hdr, rto = sim.mtu, sim.hdr, sim.rto
+    q, eid, rto_for = sim.q, sim.eid, sim._rto_for
+
+    def nic_send(t, lk):
+        """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
+        ``commit_ps`` ahead."""
+        qps = nic_active[L_nic[lk]]
+        s = t
+        # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
+        # than limit, so committing ahead changes nothing; one that already arrived stops it.
+        limit = t + P_commit[lk]
+        if P_pause_eff[lk] < limit:
+            limit = P_pause_eff[lk]
+        while qps:
+            nxt = nic_one(s, lk, qps)
+            if nxt < 0:
+                return  # nothing sendable until an ACK or a timer
+            # Paced departures are computed, not waited for: commit the next packet at the
+            # time it may go if that is inside the window, else come back then.
+            busy = P_busy[lk]
+            s = nxt if nxt > busy else busy
+            if s >= limit:
+                kick(lk, s)
+                return
+
+    def nic_one(t, lk, qps):
+        """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
+        k = len(qps)
+        start = nic_rr[lk] % k
+        chosen = None
+        soonest = -1
+        for j in range(k):
+            qp = qps[(start + j) % k]
+            if qp.snd_nxt >= qp.npkts:
+                continue
+            cw = qp.cc.cwnd_bytes
+            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+                continue
+            if qp.next_ok > t:
+                if soonest < 0 or qp.next_ok < soonest:
+                    soonest = qp.next_ok
+                continue
+            chosen = qp
+            nic_rr[lk] = start + j + 1
+            break
+        if chosen is None:
+            return soonest
+        qp = chosen
+        psn = qp.snd_nxt
+        payload = mtu if psn < qp.npkts - 1 else qp.last_payload
+        size = payload + hdr
+        pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
+        qp.snd_nxt = psn + 1
+        sim.inj_pkts += 1
+        sim.inj_bytes += payload
+        if psn < qp.max_sent:
+            qp.retx_pkts += 1
+            qp.retx_bytes += payload
+        else:
+            qp.max_sent = psn + 1
+        if qp.deadline < 0 and rto is not None:
+            qp.deadline = t + rto_for(qp)
+            if not qp.timer_on:
+                qp.timer_on = True
+                heappush(q, (qp.deadline, next(eid), sim._timer, qp, None))
+        cc = qp.cc
+        cc.on_send(size)
+        qp.last_tx = t
+        qp.last_wire = size
+        qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
+        cw = cc.cwnd_bytes
+        if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+            pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
+        busy = tx(t, lk, pkt)
+        if k == 1:
+            if qp.snd_nxt >= qp.npkts or pkt.areq:
+                return -1
+            return qp.next_ok if qp.next_ok > busy else busy
+        nxt = -1
+        for q2 in qps:
+            if q2.snd_nxt < q2.npkts:
+                cw = q2.cc.cwnd_bytes
+                if cw is not None and (q2.snd_nxt - q2.snd_una) * mtu >= cw:
+                    continue
+                if nxt < 0 or q2.next_ok < nxt:
+                    nxt = q2.next_ok
+        if nxt < 0:
+            return -1
+        return nxt if nxt > busy else busy
+
+    return {"_nic_send": nic_send, "_nic_one": nic_one}
