@@ -58,6 +58,12 @@ class _Clock:
         heappush(sim.q, (max(int(t_ps), sim.env._now), next(sim.eid), _call0, fn, None))
 
 
+def _uniform_blocks(rng):
+    """Uniform draws from *rng*, fetched in blocks of 4096 (one numpy call per block)."""
+    while True:
+        yield from rng.random(4096).tolist()
+
+
 def _call0(t, fn, _):
     fn()
 
@@ -104,6 +110,11 @@ class PacketSim(RcTransport):
         self.L_nic = list(link_nic)
         self.L_rev = list(reverse_link)
         self.L_up = [True] * n
+        # Packets in flight on each link, in arrival order (a link serializes, so its arrivals
+        # are in time order): only the first of each link is on the event heap, the others
+        # wait here. The heap stays as small as the number of busy links instead of the
+        # number of packets in flight; the order events run in is the same.
+        self.L_fly = [deque() for _ in range(n)]
         self.P_busy = [0] * n
         self.P_wake = [-1] * n
         self.P_ctrl = [deque() for _ in range(n)]
@@ -172,8 +183,7 @@ class PacketSim(RcTransport):
         # depends on the order events were created in (commit window, fast path).
         self.L_tie = [int(x) for x in rng.permutation(n)] if n else []
         self.tie_mask = (1 << max(1, n.bit_length())) - 1
-        self._u = []
-        self._ui = 0
+        self._draws = _uniform_blocks(rng)
         self.cnp_gen = None
         self.nic_active: list[list] = []
         self.flow_dlv: list[int] = []
@@ -197,15 +207,15 @@ class PacketSim(RcTransport):
         try:
             while q:
                 item = heappop(q)
-                t = item[0]
-                if t > until_ps:
-                    heappush(q, item)
-                    break
-                env._now = t
-                n += 1
                 try:
-                    _t, _e, fn, a, b = item
+                    t, _e, fn, a, b = item
                 except ValueError:  # a genuine simpy event (process, timeout) sharing the heap
+                    t = item[0]
+                    if t > until_ps:
+                        heappush(q, item)
+                        break
+                    env._now = t
+                    n += 1
                     ev = item[3]
                     callbacks, ev.callbacks = ev.callbacks, None
                     for cb in callbacks:
@@ -213,6 +223,11 @@ class PacketSim(RcTransport):
                     if not ev._ok and not hasattr(ev, "_defused"):
                         raise ev._value
                     continue
+                if t > until_ps:
+                    heappush(q, item)
+                    break
+                env._now = t
+                n += 1
                 fn(t, a, b)
         except _Done:
             pass
@@ -390,12 +405,7 @@ class PacketSim(RcTransport):
 
     def _uniform(self):
         """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""
-        i = self._ui
-        if i >= len(self._u):
-            self._u = self.rng.random(4096).tolist()
-            i = 0
-        self._ui = i + 1
-        return self._u[i]
+        return next(self._draws)
 
     # ---------------------------------------------------------------- faults
     def _link_state(self, t, lk, up):
@@ -440,12 +450,14 @@ def _hot_path(sim: PacketSim) -> dict:
     I_bytes, I_xoff, I_level, I_hr_max = sim.I_bytes, sim.I_xoff, sim.I_level, sim.I_hr_max
     S_used, N_xoff, headroom = sim.S_used, sim.N_xoff, sim.headroom
     tie_mask = sim.tie_mask
+    L_fly = sim.L_fly
     ack_qp, fast, pfc, ecn, ecn_deq = sim.ack_qp, sim.fast, sim.pfc, sim.ecn, sim.ecn_deq
     buffer, alpha, xoff_static = sim.buffer, sim.alpha, sim.xoff_static
     kmin, kmax, pmax = sim.kmin, sim.kmax, sim.pmax
-    release, uniform, lost = sim._release, sim._uniform, sim._lost
+    release, lost = sim._release, sim._lost
+    uniform = sim._draws.__next__
     drop_admit, send_pause, cnp_from = sim._drop_admit, sim._send_pause, sim._cnp_from
-    rx_data, rx_ctrl = sim._rx_data, sim._rx_ctrl
+    rx_ctrl = sim._rx_ctrl
 
     def kick(lk, t):
         """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
@@ -476,8 +488,11 @@ def _hot_path(sim: PacketSim) -> dict:
         P_txb[lk] += size
         if L_up[lk]:
             ta = end + L_prop[lk]
-            heappush(q, (ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
-                         | next(eid), arrive, lk, pkt))
+            fly = L_fly[lk]
+            fly.append((ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                        | next(eid), arrive, lk, pkt))
+            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                heappush(q, fly[0])
         else:
             lost(lk, pkt)
         return end
@@ -529,8 +544,11 @@ def _hot_path(sim: PacketSim) -> dict:
         P_txb[lk] += size
         if L_up[lk]:
             ta = end + L_prop[lk]
-            heappush(q, (ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
-                         | next(eid), arrive, lk, pkt))
+            fly = L_fly[lk]
+            fly.append((ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                        | next(eid), arrive, lk, pkt))
+            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                heappush(q, fly[0])
         else:
             lost(lk, pkt)
         if data:
@@ -542,6 +560,10 @@ def _hot_path(sim: PacketSim) -> dict:
 
     def arrive(t, lk, pkt):
         """*pkt* has fully arrived over link *lk* at the link's head node."""
+        fly = L_fly[lk]
+        fly.popleft()
+        if fly:  # the link's next arrival goes on the heap
+            heappush(q, fly[0])
         if not L_up[lk]:
             lost(lk, pkt)
             return
@@ -580,8 +602,11 @@ def _hot_path(sim: PacketSim) -> dict:
             P_txb[nl] += size
             if L_up[nl]:
                 ta = end + L_prop[nl]
-                heappush(q, (ta, (((L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
-                             | next(eid), arrive, nl, pkt))
+                fly = L_fly[nl]
+                fly.append((ta, (((L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                            | next(eid), arrive, nl, pkt))
+                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                    heappush(q, fly[0])
             else:
                 lost(nl, pkt)
             return
@@ -627,6 +652,6 @@ def _hot_path(sim: PacketSim) -> dict:
             elif not P_paused[nl]:
                 kick(nl, busy)
 
-    nic = nic_path(sim, tx, kick)
-    nic_send = nic["_nic_send"]
+    nic = nic_path(sim, tx, kick, serve)
+    nic_send, rx_data = nic["_nic_send"], nic["_rx_data"]
     return {"_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}

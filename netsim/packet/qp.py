@@ -191,56 +191,6 @@ class RcTransport:
                 on_nack()
         self._port_ready(t, qp.port)
 
-    # ---------------------------------------------------------------- responder (receiver) side
-    def _rx_data(self, t, pkt):
-        """A data packet reached the responder NIC."""
-        qp = pkt.qp
-        psn = pkt.psn
-        if pkt.ecn and self.cnp_gen is not None and self.cnp_gen.should_send(qp.idx, t):
-            self._send_ctrl(t, qp, CNP, 0, 0, t)
-            self.cnps_tx += 1
-        if psn == qp.rx_next:
-            self.dlv_pkts += 1
-            payload = pkt.size - self.hdr
-            self.dlv_bytes += payload
-            self.flow_dlv[qp.flow] += payload
-            qp.rx_next = psn + 1
-            qp.rx_nacked = qp.rx_dup_acked = False
-            if pkt.ecn:
-                qp.rx_ecn = True
-            qp.rx_unacked += 1
-            last = qp.rx_next == qp.npkts
-            if last:
-                qp.rx_done_ps = t
-            if last or qp.rx_unacked >= self.ack_every or pkt.areq:
-                self._send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
-                qp.rx_unacked = 0
-                qp.rx_ecn = False
-            return
-        self.disc_pkts += 1
-        if psn > qp.rx_next:
-            if not qp.rx_nacked:
-                qp.rx_nacked = True
-                self._send_ctrl(t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
-        elif not qp.rx_dup_acked:
-            qp.rx_dup_acked = True
-            self._send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
-
-    def _send_ctrl(self, t, qp, kind, psn, ecn, t_sent):
-        """Send an ACK / NACK / CNP back to the requester on the high-priority class."""
-        pkt = Pkt(kind, qp, psn, self.ctrl_size, qp.rev, ecn, t_sent)
-        self.ctrl_pkts += 1
-        if not self.ctrl_per_hop and (kind == CNP or not self.ack_qp):
-            # Strict priority and never paused: propagation + serialization of the reverse path.
-            heappush(self.q, (t + qp.ctrl_lat, next(self.eid), self._ctrl_arrive, qp.rev, pkt))
-            return
-        lk = qp.rport
-        self.P_ctrl[lk].append(pkt)
-        if self.P_busy[lk] <= t:
-            self._serve(t, lk)
-        else:
-            self._kick(lk, self.P_busy[lk])
-
     def _ctrl_arrive(self, t, rev, pkt):
         up = self.L_up
         for lid in rev:
@@ -257,13 +207,17 @@ class RcTransport:
             self._kick(lk, busy)
 
 
-def nic_path(sim, tx, kick) -> dict:
-    """The NIC data source of *sim* (``_nic_send``, ``_nic_one``) as closures over its arrays,
-    sending with the engine's *tx* and re-waking with its *kick* (see ``engine._hot_path``)."""
+def nic_path(sim, tx, kick, serve) -> dict:
+    """The NIC of *sim* as closures over its arrays: the data source (``_nic_send``,
+    ``_nic_one``) and the responder (``_rx_data``, ``_send_ctrl``), sending with the engine's
+    *tx*, *serve* and *kick* (see ``engine._hot_path``). Counters stay on *sim*."""
     nic_active, L_nic, P_busy, P_commit = sim.nic_active, sim.L_nic, sim.P_busy, sim.P_commit
-    P_pause_eff, nic_rr = sim.P_pause_eff, sim.nic_rr
+    P_pause_eff, nic_rr, P_ctrl = sim.P_pause_eff, sim.nic_rr, sim.P_ctrl
     mtu, hdr, rto = sim.mtu, sim.hdr, sim.rto
     q, eid, rto_for = sim.q, sim.eid, sim._rto_for
+    cnp_gen, flow_dlv, ack_every = sim.cnp_gen, sim.flow_dlv, sim.ack_every
+    ctrl_size, ctrl_per_hop, ack_qp, ctrl_arrive = (sim.ctrl_size, sim.ctrl_per_hop, sim.ack_qp,
+                                                    sim._ctrl_arrive)
 
     def nic_send(t, lk):
         """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
@@ -352,4 +306,56 @@ def nic_path(sim, tx, kick) -> dict:
             return -1
         return nxt if nxt > busy else busy
 
-    return {"_nic_send": nic_send, "_nic_one": nic_one}
+    def rx_data(t, pkt):
+        """A data packet reached the responder NIC."""
+        qp = pkt.qp
+        psn = pkt.psn
+        if pkt.ecn and cnp_gen is not None and cnp_gen.should_send(qp.idx, t):
+            send_ctrl(t, qp, CNP, 0, 0, t)
+            sim.cnps_tx += 1
+        if psn == qp.rx_next:
+            sim.dlv_pkts += 1
+            payload = pkt.size - hdr
+            sim.dlv_bytes += payload
+            flow_dlv[qp.flow] += payload
+            qp.rx_next = psn + 1
+            qp.rx_nacked = qp.rx_dup_acked = False
+            if pkt.ecn:
+                qp.rx_ecn = True
+            qp.rx_unacked += 1
+            last = qp.rx_next == qp.npkts
+            if last:
+                qp.rx_done_ps = t
+            if last or qp.rx_unacked >= ack_every or pkt.areq:
+                send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
+                qp.rx_unacked = 0
+                qp.rx_ecn = False
+            return
+        sim.disc_pkts += 1
+        if psn > qp.rx_next:
+            if not qp.rx_nacked:
+                qp.rx_nacked = True
+                send_ctrl(t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+        elif not qp.rx_dup_acked:
+            qp.rx_dup_acked = True
+            send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+
+    def send_ctrl(t, qp, kind, psn, ecn, t_sent):
+        """Send an ACK / NACK (the QP's class, hop by hop) or a CNP (its own strict-priority
+        class) back to the requester."""
+        pkt = Pkt(kind, qp, psn, ctrl_size, qp.rev, ecn, t_sent)
+        sim.ctrl_pkts += 1
+        if not ctrl_per_hop and (kind == CNP or not ack_qp):
+            # Strict priority and never paused: propagation + serialization of the reverse path.
+            heappush(q, (t + qp.ctrl_lat, next(eid), ctrl_arrive, qp.rev, pkt))
+            return
+        lk = qp.rport
+        P_ctrl[lk].append(pkt)
+        busy = P_busy[lk]
+        if busy <= t:
+            serve(t, lk)
+        else:
+            kick(lk, busy)
+
+    return {"_nic_send": nic_send, "_nic_one": nic_one, "_rx_data": rx_data,
+            "_send_ctrl": send_ctrl}
