@@ -596,7 +596,10 @@ def _hot_path(sim: PacketSim) -> dict:
                 and used + size <= buffer and (not pfc or I_bytes[lk] + size <= (
                     xoff_static if xoff_static is not None else alpha * (buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
-            # buffer would hold it for no time; the same as the slow path below). tx, inlined.
+            # buffer would hold it for no time; the same as the slow path below, which records
+            # the packet's own size as the port's queue maximum). tx, inlined.
+            if size > P_qmax[nl]:
+                P_qmax[nl] = size
             end = t + size * _PS_BITS // L_rate[nl]
             P_busy[nl] = end
             P_txb[nl] += size
