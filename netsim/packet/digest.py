@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import sys
 
 import numpy as np
@@ -31,12 +30,15 @@ from topologies import FatTreeSpec, fat_tree
 _BUF = 1_000_000  # a small shared buffer: PFC acts (XOFF near 125 KB per ingress)
 
 
-def result_digest(res) -> str:
-    """SHA-256 of the reported results of *res* (a PacketResult), events excluded."""
+def result_digest(res, qmax: bool = True) -> str:
+    """SHA-256 of the reported results of *res* (a PacketResult), events excluded.
+
+    ``qmax=False`` leaves out the ports' ``max_queue_bytes`` (to compare with revisions before
+    the idle-port fast path recorded it, up to bbc916d)."""
     doc = res.to_json(ports=True)
     doc.pop("events", None)
     doc.pop("wall_s", None)
-    if os.environ.get("NETSIM_DIGEST_NO_QMAX"):  # compare with engines that under-reported it
+    if not qmax:
         for p in doc.get("ports", []):
             p.pop("max_queue_bytes", None)
     doc["series"] = [np.asarray(res.time_ns).tolist(), np.asarray(res.queue_bytes).tolist(),
@@ -121,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="PacketConfig override (python literal), e.g. fast_path=False")
     ap.add_argument("--only", default=None, help="comma-separated scenario names")
+    ap.add_argument("--no-qmax", action="store_true",
+                    help="leave the ports' max_queue_bytes out of the digest")
     args = ap.parse_args(argv)
     import ast
 
@@ -131,7 +135,7 @@ def main(argv=None) -> int:
     names = args.only.split(",") if args.only else list(SCENARIOS)
     for name in names:
         res = run_scenario(name, **overrides)
-        print(f"{name:28s} {result_digest(res)} events={res.events} "
+        print(f"{name:28s} {result_digest(res, qmax=not args.no_qmax)} events={res.events} "
               f"pauses={res.pfc_pauses} marks={res.ecn_marks} drops={res.drops} "
               f"timeouts={res.timeouts} stuck={res.stuck} {res.pfc_counters}")
         sys.stdout.flush()
