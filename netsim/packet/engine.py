@@ -25,6 +25,7 @@ the same environment still run through their callbacks.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from heapq import heappop, heappush
 
@@ -204,6 +205,11 @@ class PacketSim(RcTransport):
         q = self.q
         env = self.env
         n = 0
+        # The loop allocates a packet record or a heap entry per event and makes no reference
+        # cycles; the cyclic collector would only rescan the fabric's long-lived objects
+        # (about a tenth of the run time). Reference counting still frees everything.
+        gc_on = gc.isenabled()
+        gc.disable()
         try:
             while q:
                 item = heappop(q)
@@ -231,6 +237,9 @@ class PacketSim(RcTransport):
                 fn(t, a, b)
         except _Done:
             pass
+        finally:
+            if gc_on:
+                gc.enable()
         self.events += n
 
     def at(self, t_ps: int, fn, a=None, b=None) -> None:
