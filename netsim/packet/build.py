@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from heapq import heappush
 
 import numpy as np
 
@@ -138,6 +139,8 @@ def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None 
             raise ValueError(f"flap link id {f.link_id} out of range 0..{len(sim.L_dst) - 1}")
         sim.at(f.down_ps, sim._link_state, f.link_id, False)
         sim.at(f.up_ps, sim._link_state, f.link_id, True)
+        sim.due_everywhere(f.down_ps)
+        sim.due_everywhere(f.up_ps)
     if cfg.link_detect_ps is not None and flaps:
         sim.reroute = _rerouter(sim, fabric, flows, qps_by_flow, router)
     sampler = Sampler(sim, len(flows), cfg.sample_interval_ps or 5 * PS_PER_US)
@@ -187,6 +190,9 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
         out.append(qps)
         sim.active_qps += len(qps)
         sim.at(int(fl.start_ps), _start_flow, sim, qps)
+        for qp in qps:
+            heappush(sim.P_due[qp.port], int(fl.start_ps))
+            sim.P_ctrl_min[qp.port] = min(sim.P_ctrl_min[qp.port], qp.ctrl_lat)
     return out
 
 

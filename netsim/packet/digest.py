@@ -97,7 +97,7 @@ SCENARIOS = {
                                           "buffer_bytes": _BUF}),
     "mixed-dcqcn-pfc": (_mixed, {"cc": "dcqcn", "buffer_bytes": _BUF}),
     "mixed-swift-watchdog": (_mixed, {"cc": "swift", "buffer_bytes": _BUF,
-                                      "pfc_watchdog_ps": 20_000_000}),
+                                      "pfc_watchdog_ps": 10_000_000}),
     "k8-perm-dcqcn": (_k8, {"cc": "dcqcn"}),
     "k8-perm-none-smallbuf": (_k8, {"cc": "none", "buffer_bytes": 480_000}),
     "flap-repair-dcqcn": (_flap_case, {"cc": "dcqcn", "ib_timeout": 10,

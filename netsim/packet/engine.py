@@ -86,7 +86,9 @@ class _QpClock:
 
     def call_at(self, t_ps: int, fn) -> None:
         sim = self._sim
-        heappush(sim.q, (max(int(t_ps), sim.env._now), next(sim.eid), sim._cc_timer, fn, self._qp))
+        t = max(int(t_ps), sim.env._now)
+        heappush(sim.q, (t, next(sim.eid), sim._cc_timer, fn, self._qp))
+        heappush(sim.P_due[self._qp.port], t)  # the QP's NIC commits no packet past it
 
 
 class PacketSim(RcTransport):
@@ -136,6 +138,10 @@ class PacketSim(RcTransport):
         self.I_hr_max = [0] * n
         self.nic_rr = [0] * n
         self.P_commit = [0] * n  # filled by the builder
+        # Per NIC port: times of pending events that can change what the NIC sends (heaps;
+        # the commit window stops short of the first) and the shortest way back of a CNP.
+        self.P_due: list[list[int]] = [[] for _ in range(n)]
+        self.P_ctrl_min = [_NEVER] * n
         self.paused_set: set[int] = set()
         self.S_used = [0] * (max(link_dst) + 1 if n else 1)
         self.mtu = cfg.mtu_bytes
@@ -435,6 +441,13 @@ class PacketSim(RcTransport):
             # Switches take the member out of (or back into) their ECMP groups once the
             # link-down (link-up) is detected.
             self.at(t + self.detect_ps, self._ecmp_update)
+            self.due_everywhere(t + self.detect_ps)
+
+    def due_everywhere(self, t_ps: int) -> None:
+        """No NIC commits a packet past *t_ps* (a fabric-wide change: link state, routes)."""
+        for lk, nic in enumerate(self.L_nic):
+            if nic >= 0:
+                heappush(self.P_due[lk], t_ps)
 
     def _ecmp_update(self, t, _a, _b):
         """ECMP groups follow the links' state as of now (detected after ``link_detect_ps``)."""

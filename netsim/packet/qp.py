@@ -21,7 +21,7 @@ event heap, this module the transport. Model (IB spec semantics, as NCCL configu
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heappop, heappush
 
 DATA, ACK, NACK, CNP = 0, 1, 2, 3
 _PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS // rate_bps
@@ -118,6 +118,7 @@ class RcTransport:
         if t < qp.deadline:
             qp.timer_on = True
             heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
+            heappush(self.P_due[qp.port], qp.deadline)
             return
         qp.retries += 1
         qp.timeouts += 1
@@ -137,6 +138,7 @@ class RcTransport:
         qp.deadline = t + max(1, wait)
         qp.timer_on = True
         heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
+        heappush(self.P_due[qp.port], qp.deadline)
         self._port_ready(t, qp.port)
 
     def _qp_error(self, t, qp):
@@ -213,8 +215,11 @@ def nic_path(sim, tx, kick, serve) -> dict:
     *tx*, *serve* and *kick* (see ``engine._hot_path``). Counters stay on *sim*."""
     nic_active, L_nic, P_busy, P_commit = sim.nic_active, sim.L_nic, sim.P_busy, sim.P_commit
     P_pause_eff, nic_rr, P_ctrl = sim.P_pause_eff, sim.nic_rr, sim.P_ctrl
+    L_rev, L_fly, P_due, P_ctrl_min = sim.L_rev, sim.L_fly, sim.P_due, sim.P_ctrl_min
+    P_rxgap = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0 else 0
+               for r in sim.L_rev]
     mtu, hdr, rto = sim.mtu, sim.hdr, sim.rto
-    q, eid, rto_for = sim.q, sim.eid, sim._rto_for
+    q, eid, rto_for, env = sim.q, sim.eid, sim._rto_for, sim.env
     cnp_gen, flow_dlv, ack_every = sim.cnp_gen, sim.flow_dlv, sim.ack_every
     ctrl_size, ctrl_per_hop, ack_qp, ctrl_arrive = (sim.ctrl_size, sim.ctrl_per_hop, sim.ack_qp,
                                                     sim._ctrl_arrive)
@@ -229,6 +234,25 @@ def nic_path(sim, tx, kick, serve) -> dict:
         limit = t + P_commit[lk]
         if P_pause_eff[lk] < limit:
             limit = P_pause_eff[lk]
+        # Never past the next data arrival at this NIC: its ACK/NAK leaves on this port at the
+        # next packet boundary, as it would without committing ahead.
+        rin = L_rev[lk]
+        if rin >= 0:
+            fly = L_fly[rin]
+            if fly and fly[0][0] < limit:
+                limit = fly[0][0]
+            if t + P_rxgap[lk] < limit:
+                limit = t + P_rxgap[lk]
+        # Nor past anything else due at this NIC that can change what it sends: a CNP (or an
+        # ACK in the priority class) on its way back, a congestion-control or retransmit
+        # timer of one of its QPs, a flow start, a link state or route change.
+        due = P_due[lk]
+        while due and due[0] < t:  # one due now may not have run yet: it still binds
+            heappop(due)
+        if due and due[0] < limit:
+            limit = due[0]
+        if t + P_ctrl_min[lk] < limit:
+            limit = t + P_ctrl_min[lk]  # a CNP not sent yet cannot come back sooner
         while qps:
             nxt = nic_one(s, lk, qps)
             if nxt < 0:
@@ -281,8 +305,12 @@ def nic_path(sim, tx, kick, serve) -> dict:
             if not qp.timer_on:
                 qp.timer_on = True
                 heappush(q, (qp.deadline, next(eid), sim._timer, qp, None))
+                heappush(P_due[lk], qp.deadline)
         cc = qp.cc
+        now = env._now
+        env._now = t  # the congestion control sees the packet's own departure time
         cc.on_send(size)
+        env._now = now
         qp.last_tx = t
         qp.last_wire = size
         qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
@@ -348,6 +376,7 @@ def nic_path(sim, tx, kick, serve) -> dict:
         if not ctrl_per_hop and (kind == CNP or not ack_qp):
             # Strict priority and never paused: propagation + serialization of the reverse path.
             heappush(q, (t + qp.ctrl_lat, next(eid), ctrl_arrive, qp.rev, pkt))
+            heappush(P_due[qp.port], t + qp.ctrl_lat)
             return
         lk = qp.rport
         P_ctrl[lk].append(pkt)

@@ -70,3 +70,15 @@ def test_packets_in_flight_are_counted_when_the_run_stops_early():
     assert res.stuck > 0
     assert res.ledger["in_flight"] > len(fab.link_src) // 4  # several per busy link
     check_conservation(res.ledger)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_commit_window_changes_no_result(name):
+    # A NIC commits paced packets up to commit_ps ahead, but never past anything that could
+    # change what it sends: a PAUSE's effect, the next arrival at the NIC (its ACK/NAK leaves
+    # at the next packet boundary), a CNP or priority ACK on its way back, a congestion-control
+    # or retransmit timer of one of its QPs, a flow start, a link or route change.
+    ref = _run(name, True)
+    for window in (0, 250_000, 1_000_000):
+        res = run_scenario(name, commit_ps=window)
+        assert result_digest(res) == result_digest(ref), window
