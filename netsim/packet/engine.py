@@ -233,7 +233,7 @@ class PacketSim(RcTransport):
                     for cb in callbacks:
                         cb(ev)
                     if not ev._ok and not hasattr(ev, "_defused"):
-                        raise ev._value
+                        raise ev._value from None
                     continue
                 if t > until_ps:
                     heappush(q, item)

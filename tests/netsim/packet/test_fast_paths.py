@@ -8,7 +8,7 @@ with ECMP repair (``netsim/packet/digest.py``)."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ from netsim.traffic import Flow, permutation
 from topologies import FatTreeSpec, fat_tree
 
 
-@lru_cache(maxsize=None)
+@cache
 def _run(name, fast_path):
     return run_scenario(name, fast_path=fast_path)
 
