@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from heapq import heappush
 
 import numpy as np
 
@@ -90,7 +91,6 @@ def build_sim(fabric, cfg: PacketConfig, rng: np.random.Generator) -> PacketSim:
     prop = [ns_to_ps(float(x)) for x in fabric.link_latency_ns]
     sim = PacketSim(src.tolist(), dst.tolist(), np.asarray(fabric.link_capacity_bps).tolist(), prop,
                     link_nic, rev, cfg, rng)
-    sim.P_commit = [0] * n
     for lid in range(n):
         rate = sim.L_rate[lid]
         sim.headroom[lid] = (cfg.headroom_bytes if cfg.headroom_bytes is not None else
@@ -139,6 +139,8 @@ def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None 
             raise ValueError(f"flap link id {f.link_id} out of range 0..{len(sim.L_dst) - 1}")
         sim.at(f.down_ps, sim._link_state, f.link_id, False)
         sim.at(f.up_ps, sim._link_state, f.link_id, True)
+        sim.due_everywhere(f.down_ps)
+        sim.due_everywhere(f.up_ps)
     if cfg.link_detect_ps is not None and flaps:
         sim.reroute = _rerouter(sim, fabric, flows, qps_by_flow, router)
     sampler = Sampler(sim, len(flows), cfg.sample_interval_ps or 5 * PS_PER_US)
@@ -188,6 +190,9 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
         out.append(qps)
         sim.active_qps += len(qps)
         sim.at(int(fl.start_ps), _start_flow, sim, qps)
+        for qp in qps:
+            heappush(sim.P_due[qp.port], int(fl.start_ps))
+            sim.P_ctrl_min[qp.port] = min(sim.P_ctrl_min[qp.port], qp.ctrl_lat)
     return out
 
 
@@ -330,8 +335,4 @@ def _port_stats(sim, fabric, now) -> list[PortStats]:
 def _count_in_flight(sim) -> int:
     """Data packets still queued or on a wire when the run stopped (counted from the state)."""
     n = sum(1 for d in sim.P_data for p in d if p.kind == 0)
-    arrive = sim._arrive.__func__
-    for item in sim.q:
-        if len(item) == 5 and getattr(item[2], "__func__", None) is arrive and item[4].kind == 0:
-            n += 1
-    return n
+    return n + sum(1 for fly in sim.L_fly for item in fly if item[4].kind == 0)

@@ -65,17 +65,22 @@ class PacketConfig:
     header_bytes, wire_gap_bytes : per-packet headers and preamble + IFG on the wire.
     ctrl_bytes : ACK / NACK / CNP frame size (minimum Ethernet frame).
     ack_every_packets : ACK coalescing: one ACK per this many in-order packets (and at message end).
-    commit_ps : a NIC port commits paced data packets up to this far ahead per service, capped
-        by its PFC response delay so that a PAUSE stops it exactly when it would without the
-        shortcut (switch ports always serve one packet per service). A speed knob only: with
-        ``cc`` none the results do not depend on it (tested); a rate change of DCQCN / Swift
-        applies from the next committed packet.
+    commit_ps : a NIC port commits paced data packets up to this far ahead per service
+        (switch ports always serve one packet per service). A speed knob only: no result
+        depends on it (``tests/netsim/packet/test_fast_paths.py`` compares digests of every
+        reported figure at 0, 0.25, 0.5 and 1 us). The window never passes anything that could
+        change what the NIC sends: a PAUSE taking effect (its PFC response delay), the next
+        packet arriving at the NIC (its ACK/NAK leaves at the next packet boundary), a CNP or
+        priority ACK on its way back, a congestion-control or retransmit timer of one of its
+        QPs, a flow start, a link or route change; the congestion control sees each committed
+        packet at its own departure time.
     ack_class : ``qp`` (default; ConnectX sends ACK/NAK in the QP's traffic class: they queue
         with data at every hop, share its buffer and are stopped by its PFC pauses, while CNPs
         travel in their own strict-priority class, cnp_dscp 48 / priority 6) or ``priority``
         (ACK/NAK with the CNPs: strict priority, never paused; the earlier model).
     fast_path : an arriving packet that finds its egress idle, its queue empty and no PFC
-        threshold in reach goes straight to the wire (a speed shortcut; same results).
+        threshold in reach goes straight to the wire (a speed shortcut; identical results,
+        tested by digest).
     ctrl_per_hop : queue ACK/NACK/CNP at every hop (exact); default: they travel the reverse
         path in one event of propagation + serialization (strict priority, never paused),
         lost if a link of the path is down.

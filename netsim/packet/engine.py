@@ -25,12 +25,13 @@ the same environment still run through their callbacks.
 
 from __future__ import annotations
 
+import gc
 from collections import deque
 from heapq import heappop, heappush
 
 import simpy
 
-from netsim.packet.qp import CNP, DATA, RcTransport
+from netsim.packet.qp import CNP, DATA, RcTransport, nic_path
 
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12
@@ -58,6 +59,12 @@ class _Clock:
         heappush(sim.q, (max(int(t_ps), sim.env._now), next(sim.eid), _call0, fn, None))
 
 
+def _uniform_blocks(rng):
+    """Uniform draws from *rng*, fetched in blocks of 4096 (one numpy call per block)."""
+    while True:
+        yield from rng.random(4096).tolist()
+
+
 def _call0(t, fn, _):
     fn()
 
@@ -79,7 +86,9 @@ class _QpClock:
 
     def call_at(self, t_ps: int, fn) -> None:
         sim = self._sim
-        heappush(sim.q, (max(int(t_ps), sim.env._now), next(sim.eid), sim._cc_timer, fn, self._qp))
+        t = max(int(t_ps), sim.env._now)
+        heappush(sim.q, (t, next(sim.eid), sim._cc_timer, fn, self._qp))
+        heappush(sim.P_due[self._qp.port], t)  # the QP's NIC commits no packet past it
 
 
 class PacketSim(RcTransport):
@@ -104,6 +113,11 @@ class PacketSim(RcTransport):
         self.L_nic = list(link_nic)
         self.L_rev = list(reverse_link)
         self.L_up = [True] * n
+        # Packets in flight on each link, in arrival order (a link serializes, so its arrivals
+        # are in time order): only the first of each link is on the event heap, the others
+        # wait here. The heap stays as small as the number of busy links instead of the
+        # number of packets in flight; the order events run in is the same.
+        self.L_fly = [deque() for _ in range(n)]
         self.P_busy = [0] * n
         self.P_wake = [-1] * n
         self.P_ctrl = [deque() for _ in range(n)]
@@ -123,6 +137,11 @@ class PacketSim(RcTransport):
         self.I_pause_tx = [0] * n
         self.I_hr_max = [0] * n
         self.nic_rr = [0] * n
+        self.P_commit = [0] * n  # filled by the builder
+        # Per NIC port: times of pending events that can change what the NIC sends (heaps;
+        # the commit window stops short of the first) and the shortest way back of a CNP.
+        self.P_due: list[list[int]] = [[] for _ in range(n)]
+        self.P_ctrl_min = [_NEVER] * n
         self.paused_set: set[int] = set()
         self.S_used = [0] * (max(link_dst) + 1 if n else 1)
         self.mtu = cfg.mtu_bytes
@@ -171,8 +190,7 @@ class PacketSim(RcTransport):
         # depends on the order events were created in (commit window, fast path).
         self.L_tie = [int(x) for x in rng.permutation(n)] if n else []
         self.tie_mask = (1 << max(1, n.bit_length())) - 1
-        self._u = []
-        self._ui = 0
+        self._draws = _uniform_blocks(rng)
         self.cnp_gen = None
         self.nic_active: list[list] = []
         self.flow_dlv: list[int] = []
@@ -184,37 +202,50 @@ class PacketSim(RcTransport):
         self.pause_expiries = self.watchdog_storms = 0
         self.events = 0
         self.deadlocks: list[dict] = []
-        # Bound methods made once (the hot paths schedule them per packet and hop).
-        self._arrive_cb = self._arrive
-        self._wake_cb = self._wake
+        self._bind_hot_path()
 
     # ---------------------------------------------------------------- event loop
     def run(self, until_ps: int) -> None:
         """Run events up to *until_ps* or until every QP is done or failed."""
+        self._bind_hot_path()
         q = self.q
         env = self.env
         n = 0
+        # The loop allocates a packet record or a heap entry per event and makes no reference
+        # cycles; the cyclic collector would only rescan the fabric's long-lived objects
+        # (about a tenth of the run time). Reference counting still frees everything.
+        gc_on = gc.isenabled()
+        gc.disable()
         try:
             while q:
                 item = heappop(q)
-                t = item[0]
-                if t > until_ps:
-                    heappush(q, item)
-                    break
-                env._now = t
-                n += 1
-                if len(item) == 5:
-                    _t, _e, fn, a, b = item
-                    fn(t, a, b)
-                else:  # a genuine simpy event (process, timeout) sharing the heap
+                try:
+                    t, _e, fn, a, b = item
+                except ValueError:  # a genuine simpy event (process, timeout) sharing the heap
+                    t = item[0]
+                    if t > until_ps:
+                        heappush(q, item)
+                        break
+                    env._now = t
+                    n += 1
                     ev = item[3]
                     callbacks, ev.callbacks = ev.callbacks, None
                     for cb in callbacks:
                         cb(ev)
                     if not ev._ok and not hasattr(ev, "_defused"):
-                        raise ev._value
+                        raise ev._value from None
+                    continue
+                if t > until_ps:
+                    heappush(q, item)
+                    break
+                env._now = t
+                n += 1
+                fn(t, a, b)
         except _Done:
             pass
+        finally:
+            if gc_on:
+                gc.enable()
         self.events += n
 
     def at(self, t_ps: int, fn, a=None, b=None) -> None:
@@ -232,195 +263,18 @@ class PacketSim(RcTransport):
             raise _Done
 
     # ---------------------------------------------------------------- ports
-    def _kick(self, lk, t):
-        """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
-        w = self.P_wake[lk]
-        if 0 <= w <= t:
-            return
-        self.P_wake[lk] = t
-        heappush(self.q, (t, next(self.eid), self._wake_cb, lk, None))
-
-    def _wake(self, t, lk, _):
-        if self.P_wake[lk] != t:
-            return  # superseded by an earlier wake
-        self.P_wake[lk] = -1
-        busy = self.P_busy[lk]
-        if busy > t:
-            self._kick(lk, busy)
-        else:
-            self._serve(t, lk)
-
-    def _serve(self, t, lk):
-        """Port *lk* is free at *t*: send the next packet (control first, then data).
-
-        A switch port sends one data packet per service, so buffer release, ECN at dequeue and
-        PFC see each packet at the time it really leaves. A NIC port commits paced packets up
-        to ``commit_ps`` ahead (:meth:`_nic_send`), never past its PFC response delay.
-        """
-        ctrl = self.P_ctrl[lk]
-        if ctrl:
-            if self.P_paused[lk] and self.ack_qp:
-                pkt = self._cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
-                if pkt is None:
-                    return
-            else:
-                pkt = ctrl.popleft()
-            self._tx(t, lk, pkt)
-            if ctrl or self.P_data[lk] or self.L_nic[lk] >= 0:
-                self._kick(lk, self.P_busy[lk])
-            return
-        if self.L_nic[lk] >= 0:
-            if not self.P_paused[lk]:
-                self._nic_send(t, lk)
-            return
-        data = self.P_data[lk]
-        if not data or self.P_paused[lk]:
-            return
-        pkt = data.popleft()
-        size = pkt.size
-        qb = self.P_qb[lk] - size
-        self.P_qb[lk] = qb
-        inl = pkt.inl
-        node = self.L_dst[inl]
-        if self.N_xoff[node]:
-            self._release(t, pkt)
-        else:  # _release without a paused ingress to check
-            self.S_used[node] -= size
-            self.I_bytes[inl] -= size
-        if self.ecn_deq and qb > self.kmin and self.ecn and pkt.kind == DATA:
-            # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
-            if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
-                pkt.ecn = 1
-                self.P_ecn[lk] += 1
-        # _tx, inlined
-        end = t + size * _PS_BITS // self.L_rate[lk]
-        self.P_busy[lk] = end
-        self.P_txb[lk] += size
-        if self.L_up[lk]:
-            ta = end + self.L_prop[lk]
-            heappush(self.q, (ta, (((self.L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & self.tie_mask) + 1) << 40
-                               | next(self.eid), self._arrive_cb, lk, pkt))
-        else:
-            self._lost(lk, pkt)
-        if data:
-            # _kick, inlined (this port's wake was cleared by _wake, or it had none)
-            w = self.P_wake[lk]
-            if not 0 <= w <= end:
-                self.P_wake[lk] = end
-                heappush(self.q, (end, next(self.eid), self._wake_cb, lk, None))
-
-    def _tx(self, t, lk, pkt):
-        """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
-
-        Returns the time the port is free again.
-        """
-        size = pkt.size
-        end = t + size * _PS_BITS // self.L_rate[lk]
-        self.P_busy[lk] = end
-        self.P_txb[lk] += size
-        if self.L_up[lk]:
-            ta = end + self.L_prop[lk]
-            heappush(self.q, (ta, (((self.L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & self.tie_mask) + 1) << 40
-                               | next(self.eid), self._arrive_cb, lk, pkt))
-        else:
-            self._lost(lk, pkt)
-        return end
+    def _bind_hot_path(self) -> None:
+        """Install the per-packet functions (``_kick``, ``_wake``, ``_serve``, ``_tx``,
+        ``_arrive``) as closures over the port and switch arrays (see :func:`_hot_path`)."""
+        for name, fn in _hot_path(self).items():
+            setattr(self, name, fn)
+        self._arrive_cb = self._arrive
+        self._wake_cb = self._wake
 
     def _lost(self, lk, pkt):
         if pkt.kind == DATA:
             self.drop_link += 1
             self.P_drop[lk] += 1
-
-    def _arrive(self, t, lk, pkt):
-        """*pkt* has fully arrived over link *lk* at the link's head node."""
-        L_up = self.L_up
-        if not L_up[lk]:
-            self._lost(lk, pkt)
-            return
-        route = pkt.route
-        h = pkt.hop + 1
-        if h == len(route):
-            if pkt.kind == DATA:
-                self._rx_data(t, pkt)
-            else:
-                self._rx_ctrl(t, pkt)
-            return
-        pkt.hop = h
-        nl = route[h]
-        kind = pkt.kind
-        if kind != DATA and (kind == CNP or not self.ack_qp):
-            self.P_ctrl[nl].append(pkt)
-            if self.P_wake[nl] < 0:
-                if self.P_busy[nl] <= t:
-                    self._serve(t, nl)
-                else:
-                    self._kick(nl, self.P_busy[nl])
-            return
-        P_busy = self.P_busy
-        busy = P_busy[nl]
-        node = self.L_dst[lk]
-        size = pkt.size
-        used = self.S_used[node]
-        xoff = self.I_xoff[lk]
-        if busy <= t and self.fast and not xoff and self.P_wake[nl] < 0 and not self.P_data[nl] \
-                and not self.P_paused[nl] and not self.P_ctrl[nl] \
-                and used + size <= self.buffer and (not self.pfc or self.I_bytes[lk] + size <= (
-                    self.xoff_static if self.xoff_static is not None
-                    else self.alpha * (self.buffer - used))):
-            # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
-            # buffer would hold it for no time; the same as the slow path below).
-            end = t + size * _PS_BITS // self.L_rate[nl]
-            P_busy[nl] = end
-            self.P_txb[nl] += size
-            if L_up[nl]:
-                ta = end + self.L_prop[nl]
-                heappush(self.q, (ta, (((self.L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & self.tie_mask) + 1) << 40
-                                   | next(self.eid), self._arrive_cb, nl, pkt))
-            else:
-                self._lost(nl, pkt)
-            return
-        # ---- data: buffer admission, PFC, ECN (inlined: this runs once per packet and hop)
-        pfc = self.pfc
-        # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
-        if used + size > self.buffer and not (pfc and xoff):
-            self._drop_admit(pkt, nl, False)
-            return
-        qb = self.P_qb[nl]
-        if busy > t:  # bytes still to serialize of the packets already committed
-            qb += (busy - t) * self.L_rate[nl] // _PS_BITS
-        thr = self.xoff_static
-        if thr is None:
-            thr = self.alpha * (self.buffer - used)
-        if pfc:
-            ib = self.I_bytes[lk] + size
-            if xoff:
-                hr = ib - self.I_level[lk]
-                if hr > self.headroom[lk]:
-                    self._drop_admit(pkt, nl, True)
-                    return
-                if hr > self.I_hr_max[lk]:
-                    self.I_hr_max[lk] = hr
-            elif ib > thr:
-                self._send_pause(t, lk, ib)
-            self.I_bytes[lk] = ib
-        elif qb + size > thr:
-            self._drop_admit(pkt, nl, False)
-            return
-        self.S_used[node] = used + size
-        if qb > self.kmin and self.ecn and not self.ecn_deq and pkt.kind == DATA:
-            if qb >= self.kmax or self._uniform() < self.pmax * (qb - self.kmin) / (self.kmax - self.kmin):
-                pkt.ecn = 1
-                self.P_ecn[nl] += 1
-        pkt.inl = lk
-        self.P_data[nl].append(pkt)
-        self.P_qb[nl] += size
-        if qb + size > self.P_qmax[nl]:
-            self.P_qmax[nl] = qb + size
-        if self.P_wake[nl] < 0:
-            if busy <= t:
-                self._serve(t, nl)
-            elif not self.P_paused[nl]:
-                self._kick(nl, busy)
 
     def _drop_admit(self, pkt, nl, headroom):
         """A packet for egress *nl* found no buffer (or headroom): count it by kind."""
@@ -566,12 +420,7 @@ class PacketSim(RcTransport):
 
     def _uniform(self):
         """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""
-        i = self._ui
-        if i >= len(self._u):
-            self._u = self.rng.random(4096).tolist()
-            i = 0
-        self._ui = i + 1
-        return self._u[i]
+        return next(self._draws)
 
     # ---------------------------------------------------------------- faults
     def _link_state(self, t, lk, up):
@@ -592,8 +441,242 @@ class PacketSim(RcTransport):
             # Switches take the member out of (or back into) their ECMP groups once the
             # link-down (link-up) is detected.
             self.at(t + self.detect_ps, self._ecmp_update)
+            self.due_everywhere(t + self.detect_ps)
+
+    def due_everywhere(self, t_ps: int) -> None:
+        """No NIC commits a packet past *t_ps* (a fabric-wide change: link state, routes)."""
+        for lk, nic in enumerate(self.L_nic):
+            if nic >= 0:
+                heappush(self.P_due[lk], t_ps)
 
     def _ecmp_update(self, t, _a, _b):
         """ECMP groups follow the links' state as of now (detected after ``link_detect_ps``)."""
         self.route_updates += 1
         self.reroute(t, [lid for lid, up in enumerate(self.L_up) if not up])
+
+
+def _hot_path(sim: PacketSim) -> dict:
+    """The per-packet functions of *sim*, as closures over its arrays and settings.
+
+    They run once per packet and hop, so every list they touch is a closure variable and every
+    setting a constant here instead of an attribute of ``sim`` (an attribute lookup on the
+    simulator costs about as much as the arithmetic of a hop). Scalars that change during the
+    run (counters) stay on ``sim``. The lists are never replaced, only mutated.
+    """
+    q, eid = sim.q, sim.eid
+    L_up, L_dst, L_rate, L_prop, L_nic, L_tie = (sim.L_up, sim.L_dst, sim.L_rate, sim.L_prop,
+                                                 sim.L_nic, sim.L_tie)
+    P_busy, P_wake, P_ctrl, P_data, P_qb, P_qmax = (sim.P_busy, sim.P_wake, sim.P_ctrl,
+                                                    sim.P_data, sim.P_qb, sim.P_qmax)
+    P_paused, P_txb, P_ecn = sim.P_paused, sim.P_txb, sim.P_ecn
+    I_bytes, I_xoff, I_level, I_hr_max = sim.I_bytes, sim.I_xoff, sim.I_level, sim.I_hr_max
+    S_used, N_xoff, headroom = sim.S_used, sim.N_xoff, sim.headroom
+    tie_mask = sim.tie_mask
+    L_fly = sim.L_fly
+    ack_qp, fast, pfc, ecn, ecn_deq = sim.ack_qp, sim.fast, sim.pfc, sim.ecn, sim.ecn_deq
+    buffer, alpha, xoff_static = sim.buffer, sim.alpha, sim.xoff_static
+    kmin, kmax, pmax = sim.kmin, sim.kmax, sim.pmax
+    release, lost = sim._release, sim._lost
+    uniform = sim._draws.__next__
+    drop_admit, send_pause, cnp_from = sim._drop_admit, sim._send_pause, sim._cnp_from
+    rx_ctrl = sim._rx_ctrl
+
+    def kick(lk, t):
+        """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
+        w = P_wake[lk]
+        if 0 <= w <= t:
+            return
+        P_wake[lk] = t
+        heappush(q, (t, next(eid), wake, lk, None))
+
+    def wake(t, lk, _):
+        if P_wake[lk] != t:
+            return  # superseded by an earlier wake
+        P_wake[lk] = -1
+        busy = P_busy[lk]
+        if busy > t:
+            kick(lk, busy)
+        else:
+            serve(t, lk)
+
+    def tx(t, lk, pkt):
+        """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
+
+        Returns the time the port is free again.
+        """
+        size = pkt.size
+        end = t + size * _PS_BITS // L_rate[lk]
+        P_busy[lk] = end
+        P_txb[lk] += size
+        if L_up[lk]:
+            ta = end + L_prop[lk]
+            fly = L_fly[lk]
+            fly.append((ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                        | next(eid), arrive, lk, pkt))
+            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                heappush(q, fly[0])
+        else:
+            lost(lk, pkt)
+        return end
+
+    def serve(t, lk):
+        """Port *lk* is free at *t*: send the next packet (control first, then data).
+
+        A switch port sends one data packet per service, so buffer release, ECN at dequeue and
+        PFC see each packet at the time it really leaves. A NIC port commits paced packets up
+        to ``commit_ps`` ahead (:meth:`_nic_send`), never past its PFC response delay.
+        """
+        ctrl = P_ctrl[lk]
+        if ctrl:
+            if P_paused[lk] and ack_qp:
+                pkt = cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
+                if pkt is None:
+                    return
+            else:
+                pkt = ctrl.popleft()
+            tx(t, lk, pkt)
+            if ctrl or P_data[lk] or L_nic[lk] >= 0:
+                kick(lk, P_busy[lk])
+            return
+        if L_nic[lk] >= 0:
+            if not P_paused[lk]:
+                nic_send(t, lk)
+            return
+        data = P_data[lk]
+        if not data or P_paused[lk]:
+            return
+        pkt = data.popleft()
+        size = pkt.size
+        qb = P_qb[lk] - size
+        P_qb[lk] = qb
+        inl = pkt.inl
+        node = L_dst[inl]
+        if N_xoff[node]:
+            release(t, pkt)
+        else:  # _release without a paused ingress to check
+            S_used[node] -= size
+            I_bytes[inl] -= size
+        if ecn_deq and qb > kmin and ecn and pkt.kind == DATA:
+            # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
+            if qb >= kmax or uniform() < pmax * (qb - kmin) / (kmax - kmin):
+                pkt.ecn = 1
+                P_ecn[lk] += 1
+        end = t + size * _PS_BITS // L_rate[lk]  # tx, inlined
+        P_busy[lk] = end
+        P_txb[lk] += size
+        if L_up[lk]:
+            ta = end + L_prop[lk]
+            fly = L_fly[lk]
+            fly.append((ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                        | next(eid), arrive, lk, pkt))
+            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                heappush(q, fly[0])
+        else:
+            lost(lk, pkt)
+        if data:
+            # kick, inlined (this port's wake was cleared by wake(), or it had none)
+            w = P_wake[lk]
+            if not 0 <= w <= end:
+                P_wake[lk] = end
+                heappush(q, (end, next(eid), wake, lk, None))
+
+    def arrive(t, lk, pkt):
+        """*pkt* has fully arrived over link *lk* at the link's head node."""
+        fly = L_fly[lk]
+        fly.popleft()
+        if fly:  # the link's next arrival goes on the heap
+            heappush(q, fly[0])
+        if not L_up[lk]:
+            lost(lk, pkt)
+            return
+        route = pkt.route
+        h = pkt.hop + 1
+        kind = pkt.kind
+        if h == len(route):
+            if kind == DATA:
+                rx_data(t, pkt)
+            else:
+                rx_ctrl(t, pkt)
+            return
+        pkt.hop = h
+        nl = route[h]
+        if kind != DATA and (kind == CNP or not ack_qp):
+            P_ctrl[nl].append(pkt)
+            if P_wake[nl] < 0:
+                if P_busy[nl] <= t:
+                    serve(t, nl)
+                else:
+                    kick(nl, P_busy[nl])
+            return
+        busy = P_busy[nl]
+        node = L_dst[lk]
+        size = pkt.size
+        used = S_used[node]
+        xoff = I_xoff[lk]
+        if busy <= t and fast and not xoff and P_wake[nl] < 0 and not P_data[nl] \
+                and not P_paused[nl] and not P_ctrl[nl] \
+                and used + size <= buffer and (not pfc or I_bytes[lk] + size <= (
+                    xoff_static if xoff_static is not None else alpha * (buffer - used))):
+            # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
+            # buffer would hold it for no time; the same as the slow path below, which records
+            # the packet's own size as the port's queue maximum). tx, inlined.
+            if size > P_qmax[nl]:
+                P_qmax[nl] = size
+            end = t + size * _PS_BITS // L_rate[nl]
+            P_busy[nl] = end
+            P_txb[nl] += size
+            if L_up[nl]:
+                ta = end + L_prop[nl]
+                fly = L_fly[nl]
+                fly.append((ta, (((L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
+                            | next(eid), arrive, nl, pkt))
+                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                    heappush(q, fly[0])
+            else:
+                lost(nl, pkt)
+            return
+        # ---- data: buffer admission, PFC, ECN
+        # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
+        if used + size > buffer and not (pfc and xoff):
+            drop_admit(pkt, nl, False)
+            return
+        qb = P_qb[nl]
+        if busy > t:  # bytes still to serialize of the packets already committed
+            qb += (busy - t) * L_rate[nl] // _PS_BITS
+        thr = xoff_static
+        if thr is None:
+            thr = alpha * (buffer - used)
+        if pfc:
+            ib = I_bytes[lk] + size
+            if xoff:
+                hr = ib - I_level[lk]
+                if hr > headroom[lk]:
+                    drop_admit(pkt, nl, True)
+                    return
+                if hr > I_hr_max[lk]:
+                    I_hr_max[lk] = hr
+            elif ib > thr:
+                send_pause(t, lk, ib)
+            I_bytes[lk] = ib
+        elif qb + size > thr:
+            drop_admit(pkt, nl, False)
+            return
+        S_used[node] = used + size
+        if qb > kmin and ecn and not ecn_deq and kind == DATA:
+            if qb >= kmax or uniform() < pmax * (qb - kmin) / (kmax - kmin):
+                pkt.ecn = 1
+                P_ecn[nl] += 1
+        pkt.inl = lk
+        P_data[nl].append(pkt)
+        P_qb[nl] += size
+        if qb + size > P_qmax[nl]:
+            P_qmax[nl] = qb + size
+        if P_wake[nl] < 0:
+            if busy <= t:
+                serve(t, nl)
+            elif not P_paused[nl]:
+                kick(nl, busy)
+
+    nic = nic_path(sim, tx, kick, serve)
+    nic_send, rx_data = nic["_nic_send"], nic["_rx_data"]
+    return {"_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}

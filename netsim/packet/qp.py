@@ -21,7 +21,7 @@ event heap, this module the transport. Model (IB spec semantics, as NCCL configu
 
 from __future__ import annotations
 
-from heapq import heappush
+from heapq import heappop, heappush
 
 DATA, ACK, NACK, CNP = 0, 1, 2, 3
 _PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS // rate_bps
@@ -88,93 +88,6 @@ class RcTransport:
     """Mixin: NIC data source, responder and requester logic of :class:`PacketSim`."""
 
     # ---------------------------------------------------------------- requester (sender) side
-    def _nic_send(self, t, lk):
-        """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to ``commit_ps`` ahead."""
-        qps = self.nic_active[self.L_nic[lk]]
-        s = t
-        # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
-        # than limit, so committing ahead changes nothing; one that already arrived stops it.
-        limit = t + self.P_commit[lk]
-        if self.P_pause_eff[lk] < limit:
-            limit = self.P_pause_eff[lk]
-        while qps:
-            nxt = self._nic_one(s, lk, qps)
-            if nxt < 0:
-                return  # nothing sendable until an ACK or a timer
-            # Paced departures are computed, not waited for: commit the next packet at the
-            # time it may go if that is inside the window, else come back then.
-            busy = self.P_busy[lk]
-            s = nxt if nxt > busy else busy
-            if s >= limit:
-                self._kick(lk, s)
-                return
-
-    def _nic_one(self, t, lk, qps):
-        """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
-        mtu = self.mtu
-        k = len(qps)
-        start = self.nic_rr[lk] % k
-        chosen = None
-        soonest = -1
-        for j in range(k):
-            qp = qps[(start + j) % k]
-            if qp.snd_nxt >= qp.npkts:
-                continue
-            cw = qp.cc.cwnd_bytes
-            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
-                continue
-            if qp.next_ok > t:
-                if soonest < 0 or qp.next_ok < soonest:
-                    soonest = qp.next_ok
-                continue
-            chosen = qp
-            self.nic_rr[lk] = start + j + 1
-            break
-        if chosen is None:
-            return soonest
-        qp = chosen
-        psn = qp.snd_nxt
-        payload = mtu if psn < qp.npkts - 1 else qp.last_payload
-        size = payload + self.hdr
-        pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
-        qp.snd_nxt = psn + 1
-        self.inj_pkts += 1
-        self.inj_bytes += payload
-        if psn < qp.max_sent:
-            qp.retx_pkts += 1
-            qp.retx_bytes += payload
-        else:
-            qp.max_sent = psn + 1
-        if qp.deadline < 0 and self.rto is not None:
-            qp.deadline = t + self._rto_for(qp)
-            if not qp.timer_on:
-                qp.timer_on = True
-                heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
-        cc = qp.cc
-        cc.on_send(size)
-        qp.last_tx = t
-        qp.last_wire = size
-        qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
-        cw = cc.cwnd_bytes
-        if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
-            pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
-        busy = self._tx(t, lk, pkt)
-        if k == 1:
-            if qp.snd_nxt >= qp.npkts or pkt.areq:
-                return -1
-            return qp.next_ok if qp.next_ok > busy else busy
-        nxt = -1
-        for q2 in qps:
-            if q2.snd_nxt < q2.npkts:
-                cw = q2.cc.cwnd_bytes
-                if cw is not None and (q2.snd_nxt - q2.snd_una) * mtu >= cw:
-                    continue
-                if nxt < 0 or q2.next_ok < nxt:
-                    nxt = q2.next_ok
-        if nxt < 0:
-            return -1
-        return nxt if nxt > busy else busy
-
     def _repace(self, t, qp):
         """The CC changed *qp*'s rate outside a send: recompute its next departure."""
         if qp.done or qp.error or qp.last_wire == 0:
@@ -205,6 +118,7 @@ class RcTransport:
         if t < qp.deadline:
             qp.timer_on = True
             heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
+            heappush(self.P_due[qp.port], qp.deadline)
             return
         qp.retries += 1
         qp.timeouts += 1
@@ -224,6 +138,7 @@ class RcTransport:
         qp.deadline = t + max(1, wait)
         qp.timer_on = True
         heappush(self.q, (qp.deadline, next(self.eid), self._timer, qp, None))
+        heappush(self.P_due[qp.port], qp.deadline)
         self._port_ready(t, qp.port)
 
     def _qp_error(self, t, qp):
@@ -278,56 +193,6 @@ class RcTransport:
                 on_nack()
         self._port_ready(t, qp.port)
 
-    # ---------------------------------------------------------------- responder (receiver) side
-    def _rx_data(self, t, pkt):
-        """A data packet reached the responder NIC."""
-        qp = pkt.qp
-        psn = pkt.psn
-        if pkt.ecn and self.cnp_gen is not None and self.cnp_gen.should_send(qp.idx, t):
-            self._send_ctrl(t, qp, CNP, 0, 0, t)
-            self.cnps_tx += 1
-        if psn == qp.rx_next:
-            self.dlv_pkts += 1
-            payload = pkt.size - self.hdr
-            self.dlv_bytes += payload
-            self.flow_dlv[qp.flow] += payload
-            qp.rx_next = psn + 1
-            qp.rx_nacked = qp.rx_dup_acked = False
-            if pkt.ecn:
-                qp.rx_ecn = True
-            qp.rx_unacked += 1
-            last = qp.rx_next == qp.npkts
-            if last:
-                qp.rx_done_ps = t
-            if last or qp.rx_unacked >= self.ack_every or pkt.areq:
-                self._send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
-                qp.rx_unacked = 0
-                qp.rx_ecn = False
-            return
-        self.disc_pkts += 1
-        if psn > qp.rx_next:
-            if not qp.rx_nacked:
-                qp.rx_nacked = True
-                self._send_ctrl(t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
-        elif not qp.rx_dup_acked:
-            qp.rx_dup_acked = True
-            self._send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
-
-    def _send_ctrl(self, t, qp, kind, psn, ecn, t_sent):
-        """Send an ACK / NACK / CNP back to the requester on the high-priority class."""
-        pkt = Pkt(kind, qp, psn, self.ctrl_size, qp.rev, ecn, t_sent)
-        self.ctrl_pkts += 1
-        if not self.ctrl_per_hop and (kind == CNP or not self.ack_qp):
-            # Strict priority and never paused: propagation + serialization of the reverse path.
-            heappush(self.q, (t + qp.ctrl_lat, next(self.eid), self._ctrl_arrive, qp.rev, pkt))
-            return
-        lk = qp.rport
-        self.P_ctrl[lk].append(pkt)
-        if self.P_busy[lk] <= t:
-            self._serve(t, lk)
-        else:
-            self._kick(lk, self.P_busy[lk])
-
     def _ctrl_arrive(self, t, rev, pkt):
         up = self.L_up
         for lid in rev:
@@ -342,3 +207,184 @@ class RcTransport:
             self._serve(t, lk)
         else:
             self._kick(lk, busy)
+
+
+def nic_path(sim, tx, kick, serve) -> dict:
+    """The NIC of *sim* as closures over its arrays: the data source (``_nic_send``,
+    ``_nic_one``) and the responder (``_rx_data``, ``_send_ctrl``), sending with the engine's
+    *tx*, *serve* and *kick* (see ``engine._hot_path``). Counters stay on *sim*."""
+    nic_active, L_nic, P_busy, P_commit = sim.nic_active, sim.L_nic, sim.P_busy, sim.P_commit
+    P_pause_eff, nic_rr, P_ctrl = sim.P_pause_eff, sim.nic_rr, sim.P_ctrl
+    L_rev, L_fly, P_due, P_ctrl_min = sim.L_rev, sim.L_fly, sim.P_due, sim.P_ctrl_min
+    P_rxgap = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0 else 0
+               for r in sim.L_rev]
+    mtu, hdr, rto = sim.mtu, sim.hdr, sim.rto
+    q, eid, rto_for, env = sim.q, sim.eid, sim._rto_for, sim.env
+    cnp_gen, flow_dlv, ack_every = sim.cnp_gen, sim.flow_dlv, sim.ack_every
+    ctrl_size, ctrl_per_hop, ack_qp, ctrl_arrive = (sim.ctrl_size, sim.ctrl_per_hop, sim.ack_qp,
+                                                    sim._ctrl_arrive)
+
+    def nic_send(t, lk):
+        """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
+        ``commit_ps`` ahead."""
+        qps = nic_active[L_nic[lk]]
+        s = t
+        # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
+        # than limit, so committing ahead changes nothing; one that already arrived stops it.
+        limit = t + P_commit[lk]
+        if P_pause_eff[lk] < limit:
+            limit = P_pause_eff[lk]
+        # Never past the next data arrival at this NIC: its ACK/NAK leaves on this port at the
+        # next packet boundary, as it would without committing ahead.
+        rin = L_rev[lk]
+        if rin >= 0:
+            fly = L_fly[rin]
+            if fly and fly[0][0] < limit:
+                limit = fly[0][0]
+            if t + P_rxgap[lk] < limit:
+                limit = t + P_rxgap[lk]
+        # Nor past anything else due at this NIC that can change what it sends: a CNP (or an
+        # ACK in the priority class) on its way back, a congestion-control or retransmit
+        # timer of one of its QPs, a flow start, a link state or route change.
+        due = P_due[lk]
+        while due and due[0] < t:  # one due now may not have run yet: it still binds
+            heappop(due)
+        if due and due[0] < limit:
+            limit = due[0]
+        if t + P_ctrl_min[lk] < limit:
+            limit = t + P_ctrl_min[lk]  # a CNP not sent yet cannot come back sooner
+        while qps:
+            nxt = nic_one(s, lk, qps)
+            if nxt < 0:
+                return  # nothing sendable until an ACK or a timer
+            # Paced departures are computed, not waited for: commit the next packet at the
+            # time it may go if that is inside the window, else come back then.
+            busy = P_busy[lk]
+            s = nxt if nxt > busy else busy
+            if s >= limit:
+                kick(lk, s)
+                return
+
+    def nic_one(t, lk, qps):
+        """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
+        k = len(qps)
+        start = nic_rr[lk] % k
+        chosen = None
+        soonest = -1
+        for j in range(k):
+            qp = qps[(start + j) % k]
+            if qp.snd_nxt >= qp.npkts:
+                continue
+            cw = qp.cc.cwnd_bytes
+            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+                continue
+            if qp.next_ok > t:
+                if soonest < 0 or qp.next_ok < soonest:
+                    soonest = qp.next_ok
+                continue
+            chosen = qp
+            nic_rr[lk] = start + j + 1
+            break
+        if chosen is None:
+            return soonest
+        qp = chosen
+        psn = qp.snd_nxt
+        payload = mtu if psn < qp.npkts - 1 else qp.last_payload
+        size = payload + hdr
+        pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
+        qp.snd_nxt = psn + 1
+        sim.inj_pkts += 1
+        sim.inj_bytes += payload
+        if psn < qp.max_sent:
+            qp.retx_pkts += 1
+            qp.retx_bytes += payload
+        else:
+            qp.max_sent = psn + 1
+        if qp.deadline < 0 and rto is not None:
+            qp.deadline = t + rto_for(qp)
+            if not qp.timer_on:
+                qp.timer_on = True
+                heappush(q, (qp.deadline, next(eid), sim._timer, qp, None))
+                heappush(P_due[lk], qp.deadline)
+        cc = qp.cc
+        now = env._now
+        env._now = t  # the congestion control sees the packet's own departure time
+        cc.on_send(size)
+        env._now = now
+        qp.last_tx = t
+        qp.last_wire = size
+        qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
+        cw = cc.cwnd_bytes
+        if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
+            pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
+        busy = tx(t, lk, pkt)
+        if k == 1:
+            if qp.snd_nxt >= qp.npkts or pkt.areq:
+                return -1
+            return qp.next_ok if qp.next_ok > busy else busy
+        nxt = -1
+        for q2 in qps:
+            if q2.snd_nxt < q2.npkts:
+                cw = q2.cc.cwnd_bytes
+                if cw is not None and (q2.snd_nxt - q2.snd_una) * mtu >= cw:
+                    continue
+                if nxt < 0 or q2.next_ok < nxt:
+                    nxt = q2.next_ok
+        if nxt < 0:
+            return -1
+        return nxt if nxt > busy else busy
+
+    def rx_data(t, pkt):
+        """A data packet reached the responder NIC."""
+        qp = pkt.qp
+        psn = pkt.psn
+        if pkt.ecn and cnp_gen is not None and cnp_gen.should_send(qp.idx, t):
+            send_ctrl(t, qp, CNP, 0, 0, t)
+            sim.cnps_tx += 1
+        if psn == qp.rx_next:
+            sim.dlv_pkts += 1
+            payload = pkt.size - hdr
+            sim.dlv_bytes += payload
+            flow_dlv[qp.flow] += payload
+            qp.rx_next = psn + 1
+            qp.rx_nacked = qp.rx_dup_acked = False
+            if pkt.ecn:
+                qp.rx_ecn = True
+            qp.rx_unacked += 1
+            last = qp.rx_next == qp.npkts
+            if last:
+                qp.rx_done_ps = t
+            if last or qp.rx_unacked >= ack_every or pkt.areq:
+                send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
+                qp.rx_unacked = 0
+                qp.rx_ecn = False
+            return
+        sim.disc_pkts += 1
+        if psn > qp.rx_next:
+            if not qp.rx_nacked:
+                qp.rx_nacked = True
+                send_ctrl(t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+        elif not qp.rx_dup_acked:
+            qp.rx_dup_acked = True
+            send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+
+    def send_ctrl(t, qp, kind, psn, ecn, t_sent):
+        """Send an ACK / NACK (the QP's class, hop by hop) or a CNP (its own strict-priority
+        class) back to the requester."""
+        pkt = Pkt(kind, qp, psn, ctrl_size, qp.rev, ecn, t_sent)
+        sim.ctrl_pkts += 1
+        if not ctrl_per_hop and (kind == CNP or not ack_qp):
+            # Strict priority and never paused: propagation + serialization of the reverse path.
+            heappush(q, (t + qp.ctrl_lat, next(eid), ctrl_arrive, qp.rev, pkt))
+            heappush(P_due[qp.port], t + qp.ctrl_lat)
+            return
+        lk = qp.rport
+        P_ctrl[lk].append(pkt)
+        busy = P_busy[lk]
+        if busy <= t:
+            serve(t, lk)
+        else:
+            kick(lk, busy)
+
+    return {"_nic_send": nic_send, "_nic_one": nic_one, "_rx_data": rx_data,
+            "_send_ctrl": send_ctrl}
