@@ -48,11 +48,16 @@ from netsim.traces import RankTrace, TraceRun
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 MIN_PEERS = 3
 """Smallest role (ranks) or family (groups) compared."""
-STRAGGLER_SLOWDOWN = 1.1
-"""A rank this much slower than its peers is named (MegaScale removed hosts ~10% slower)."""
+STRAGGLER_SLOWDOWN = 1.15
+"""A rank this much slower than its peers is named. MegaScale removed hosts ~10% slower; on
+the 2-core host of ``experiments/diagnose`` clean ranks' CPU time per step differs from
+their peers' by up to x1.14 (median over steps), injected x1.2 stragglers measure x1.16 to
+x1.35."""
 LINK_SLOWDOWN = 2.0
 """A group this much slower than the other groups of its family is named (a 400G port
 trained down to 200G doubles its transfers' time)."""
+LINK_PERSIST = 0.75
+"""Fraction of the steps in which a slow group must be ``LINK_SLOWDOWN`` slower."""
 MIN_CONFIDENCE = 0.99
 NOISE_SIGMAS = 3.0
 """A slowdown must stand this many standard errors of its family's noise above 1."""
@@ -180,8 +185,8 @@ def noise_sigma(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
 
 
-def outliers(values: np.ndarray, threshold: float,
-             leave_one_out: bool = False) -> list[tuple[int, float, float]]:
+def outliers(values: np.ndarray, threshold: float, leave_one_out: bool = False,
+             persist: float = 0.0) -> list[tuple[int, float, float]]:
     """Rows of ``values`` (members x steps, > 0) slower than the other rows.
 
     A row's ratio of a step is its value over the median of the other rows; its slowdown is
@@ -192,7 +197,9 @@ def outliers(values: np.ndarray, threshold: float,
     errors of the step-to-step noise (``noise_sigma`` over all rows; a median over ``n`` steps
     has a standard error of 1.2533 sigma / sqrt(n)), and whose confidence is at least
     ``MIN_CONFIDENCE``. ``leave_one_out``: the noise of a row's test is that of the other
-    rows (when the rows are few, one slow row would widen the pooled spread).
+    rows (when the rows are few, one slow row would widen the pooled spread). ``persist``:
+    the fraction of steps in which the row's ratio must reach the threshold (a slow link
+    slows every transfer; a stalled process comes and goes).
     """
     rows, n = values.shape
     out = []
@@ -210,7 +217,7 @@ def outliers(values: np.ndarray, threshold: float,
         if leave_one_out:
             rest = np.delete(values, i, axis=0)
             floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(rest) / math.sqrt(n))
-        if slow < max(threshold, floor):
+        if slow < max(threshold, floor) or np.mean(ratio >= threshold) < persist:
             continue
         k = int(np.sum((top[ok] == i) & (ratio >= 1.0 + (threshold - 1.0) / 2)))
         conf = max_confidence(k, int(ok.sum()), rows)
@@ -349,7 +356,8 @@ def find_slow_links(run: TraceRun, skip: int = 1,
             continue
         values = np.array([[groups[g].get(s, np.nan) for s in steps] for g in names])
         keep = ~np.isnan(values).any(axis=0)
-        for row, slow, conf in outliers(values[:, keep], threshold, leave_one_out=True):
+        for row, slow, conf in outliers(values[:, keep], threshold, leave_one_out=True,
+                                        persist=LINK_PERSIST):
             out.append(SlowLink(ranks=list(names[row]), slowdown=slow, confidence=conf,
                                 family=f"{kind} {op} {size} B"))
     return _merge_links(out)
