@@ -133,6 +133,26 @@ def judge(sc: Scenario, d: Path) -> dict:
             "correct": got_s == want_s and got_l == want_l}
 
 
+def markdown(rows: list[dict]) -> str:
+    """The result table of ``docs/diagnose.md``."""
+    def what(r: dict, named: bool) -> str:
+        s = r["named_stragglers" if named else "injected_stragglers"]
+        links = r["named_links" if named else "injected_links"]
+        out = [f"rank {x}" + (f" x{f:g}" if named else f" x{r['factor']:g}")
+               for x, f in zip(s, r["slowdowns"] if named else [r["factor"]] * len(s),
+                               strict=True)]
+        out += [f"link {lk}" + (f" x{f:g}" if named else f" +{r['delay_us'] / 1e3:g} ms")
+                for lk, f in zip(links, r["link_slowdowns"] if named else [0] * len(links),
+                                 strict=True)]
+        return ", ".join(out) or ("nobody" if named else "nothing")
+
+    lines = ["| layout | seed | injected | named | exactly right |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['layout']} | {r['seed']} | {what(r, False)} | {what(r, True)} | "
+                     f"{'yes' if r['correct'] else 'no'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="3 seeds, the straggler at x1.2")
@@ -140,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
     ap.add_argument("--seeds", help="comma list of seeds (default 1; 1,2,3 with --full)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="print the result table")
     args = ap.parse_args(argv)
     out = Path(args.out)
     rows = []
@@ -158,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows(rows)
     ok = sum(r["correct"] for r in rows)
+    if args.markdown:
+        print(markdown(rows))
     if args.json:
         print(json.dumps({"rows": rows, "correct": ok, "runs": len(rows)}, indent=2))
     else:

@@ -103,10 +103,16 @@ def test_kineto_traces_hold_what_the_native_ones_hold(straggler_run):
         return Counter((c["phase"], c.get("name"), c["layer"], c.get("microbatch"))
                        for c in rank.compute if c["step"] == step and c["phase"] != "iteration")
 
+    def key(c):
+        return c["step"], c["phase"], c.get("name"), c["layer"], c.get("microbatch")
+
     for nr, kr in zip(native.ranks, kin.ranks, strict=True):
         for step in steps:
             assert calls(kr, step) == calls(nr, step)
             assert comp(kr, step) == comp(nr, step)
+        want = {key(c): c["cpu_s"] for c in nr.compute if "cpu_s" in c}
+        got = {key(c): c.get("cpu_s") for c in kr.compute}
+        assert got == pytest.approx({k: want[k] for k in got}, abs=1e-6)  # trainer/cpu marks
         dp_native = sum(c["overlapped"] for c in nr.collectives if c["step"] in steps)
         assert sum(c["overlapped"] for c in kr.collectives) == dp_native
 

@@ -258,7 +258,7 @@ def test_slow_link_is_seen_through_late_members(tmp_path):
                   "dtype": "float32"}] for r in range(world)}
     t = 0.0
     for step in range(8):
-        for call in range(20):
+        for _call in range(20):
             for g0 in range(0, world, tp):
                 late = rng.random() < 0.15  # the peer arrives 8 ms after the slow member
                 spike = 0.015 if rng.random() < 0.3 else 0.0
