@@ -89,6 +89,8 @@ class SlowLink:
     slowdown: float
     confidence: float = 0.0
     family: str = ""
+    excess_s: float = 0.0
+    """Median over steps of the time the group's calls take beyond the other groups'."""
 
 
 @dataclass
@@ -110,7 +112,8 @@ class Diagnosis:
                             "confidence": s.confidence, "role": s.role}
                            for s in self.stragglers],
             "slow_links": [{"ranks": sl.ranks, "slowdown": sl.slowdown,
-                            "confidence": sl.confidence, "family": sl.family}
+                            "confidence": sl.confidence, "family": sl.family,
+                            "excess_s": sl.excess_s}
                            for sl in self.slow_links],
             "whatif": self.whatif,
             "dp_skew": self.dp_skew,
@@ -356,21 +359,26 @@ def find_slow_links(run: TraceRun, skip: int = 1,
             continue
         values = np.array([[groups[g].get(s, np.nan) for s in steps] for g in names])
         keep = ~np.isnan(values).any(axis=0)
-        for row, slow, conf in outliers(values[:, keep], threshold, leave_one_out=True,
+        v = values[:, keep]
+        for row, slow, conf in outliers(v, threshold, leave_one_out=True,
                                         persist=LINK_PERSIST):
+            excess = float(np.median(v[row] - np.median(np.delete(v, row, axis=0), axis=0)))
             out.append(SlowLink(ranks=list(names[row]), slowdown=slow, confidence=conf,
-                                family=f"{kind} {op} {size} B"))
+                                family=f"{kind} {op} {size} B", excess_s=excess))
     return _merge_links(out)
 
 
 def _merge_links(links: list[SlowLink]) -> list[SlowLink]:
-    """One entry per group of ranks (its largest slowdown over the families it is slow in)."""
+    """One entry per group of ranks (its largest slowdown over the families it is slow in),
+    the group adding the most time per call first: a slow link adds its delay to its own
+    calls and part of it to the calls of groups that wait for a member (their ratio can be
+    larger when their calls are short, as point-to-point transfers are)."""
     best: dict[tuple, SlowLink] = {}
     for sl in links:
         key = tuple(sl.ranks)
         if key not in best or sl.slowdown > best[key].slowdown:
             best[key] = sl
-    return sorted(best.values(), key=lambda s: -s.slowdown)
+    return sorted(best.values(), key=lambda s: -s.excess_s)
 
 
 def last_dp_skew(run: TraceRun, skip: int = 1) -> dict[str, Any]:
@@ -414,7 +422,8 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
             d.slow_links.append(sl)
         else:
             d.notes.append(f"group {sl.ranks} is x{sl.slowdown:.2f} slower ({sl.family}) but "
-                           f"shares a rank with the slower group {echo.ranks}: taken as its echo")
+                           f"shares a rank with group {echo.ranks}, which adds more time per call: "
+                           "taken as its echo")
     on_links = {r for sl in d.slow_links for r in sl.ranks}
     for s in find_stragglers(run, times):
         if s.rank in on_links:
