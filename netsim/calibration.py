@@ -21,6 +21,9 @@ inside a collective ``comm_weight``; clocks aligned on the world's loss all-redu
 together on every rank). What each rank-step spends outside the fitted compute records
 (collectives, framework overhead) is fitted as ``HostCost`` (``netsim.workload.host``):
 ``cpu_iter_s + messages x cpu_msg_s + bus bytes / cpu_bytes_per_s`` (messages: ring steps).
+The run's ranks keep only part of the cores left to them busy (``host_utilization``: all of
+them wait at moments, while a loopback transfer is in flight); that fraction is measured from
+the trainer's host records and divides the cores in the prediction.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ class Calibration:
 
     def host_cost(self) -> HostCost:
         """CPU cost of collectives and per-step overhead (zero without a host model)."""
-        keys = ("cpu_msg_s", "cpu_bytes_per_s", "cpu_iter_s")
+        keys = ("cpu_msg_s", "cpu_bytes_per_s", "cpu_iter_s", "utilization")
         return HostCost(**{k: self.host[k] for k in keys if k in self.host})
 
     def comm_model(self, hw: HardwareProfile) -> AnalyticCommModel:
@@ -464,7 +467,8 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
     cal = Calibration(sources=[r.path for r in runs],
                       world_size=max((r.meta["world_size"] for r in runs), default=1),
                       host_cores=cores,
-                      host={**fit_host(hpts), "comm_weight": comm_weight} if hpts else {})
+                      host={**fit_host(hpts), "comm_weight": comm_weight,
+                            **host_utilization(runs, cores)} if hpts else {})
     cal.hardware_info = hardware_of(runs)
     for phase, pts in cpts.items():
         x, t = np.array(pts).T
@@ -479,6 +483,18 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
         x, t = np.array(pts).T
         cal.comm[key] = fit_linear(x, t)
     return cal
+
+
+def host_utilization(runs: list[TraceRun], cores: float) -> dict[str, float]:
+    """``{"utilization": u}``: the median over ``runs`` of the cores their ranks used (their
+    CPU time over the wall time, the trainer's ``host`` records) over the cores left to them
+    (``HostCost.utilization``); empty when no run recorded both."""
+    us = []
+    for run in runs:
+        used, avail = run.host.get("trainer_cores"), run.host.get("available_cores", cores)
+        if used and avail and not math.isinf(avail):
+            us.append(min(1.0, float(used) / min(float(avail), cores)))
+    return {"utilization": float(np.median(us))} if us else {}
 
 
 def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:

@@ -13,16 +13,21 @@ section 4):
   the ranks time-slice, wall time measures the scheduler as much as the rank.
 - **stragglers**: ranks of one role (the same pipeline stage: the same work) compared step by
   step with the median of the *other* ranks of the role; ``slowdown`` is the median ratio over
-  steps; ``confidence`` is one minus the sign test's p-value of "the rank is above its peers
-  by at least half the threshold (5% for stragglers) in k of n steps". When the stages are too small to compare
-  (fewer than ``MIN_PEERS`` ranks) they are not assessed, and the report says so (comparing
-  across stages measured each stage's place in the pipeline schedule, not its ranks).
+  steps; ``confidence`` is one minus the chance that an ordinary rank is the slowest of its
+  role, by at least half the threshold (5% for stragglers), in as many steps as it was. Stages
+  too small to compare (fewer than ``MIN_PEERS`` ranks) have their ranks compared by the
+  mean compute of one transformer-layer record with every rank's (every stage runs the same
+  layer), from ``SMALL_STAGE_SLOWDOWN`` (stages differ per layer by up to ~20% on a shared
+  host).
 - **slow links**: the calls of one family (kind, operation, bytes) are compared group against
-  group. A group's time of a step is the *shortest* of its members' median call durations:
-  the member that arrived last waited least, so a late member (a straggler) does not make its
-  group look slow, while a slow link delays every member. Point-to-point transfers are timed
-  by their sends (sender, receiver), leaving out sends posted together with a receive (the
-  1F1B exchanges wait for both, so such a send's end is the receive's). Slowdown and
+  group. The k-th call of a group on each member is the same call; its time is the *shortest*
+  of its members' durations (the member that arrived last waited least, so a late member, a
+  straggler, does not make its group look slow, while a slow link delays every member). A
+  group's time of a step is a low percentile (``LINK_QUANTILE``) of its calls' times: a
+  shared host only adds time to a call. Point-to-point transfers are families of their own
+  (forward and backward sends), the group (sender, receiver), the members' records the
+  sender's send and the receiver's receive; transfers posted in a 1F1B exchange (a send and
+  a receive waited together, so either's end is the other's) are left out. Slowdown and
   confidence as for stragglers.
 - **skew at the last data-parallel reduction** of each step: the spread of its start times
   over the members of each DP group (clocks aligned on the world's loss all-reduce), and which
@@ -43,11 +48,16 @@ from netsim.traces import RankTrace, TraceRun
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 MIN_PEERS = 3
 """Smallest role (ranks) or family (groups) compared."""
-STRAGGLER_SLOWDOWN = 1.1
-"""A rank this much slower than its peers is named (MegaScale removed hosts ~10% slower)."""
+STRAGGLER_SLOWDOWN = 1.15
+"""A rank this much slower than its peers is named. MegaScale removed hosts ~10% slower; on
+the 2-core host of ``experiments/diagnose`` clean ranks' CPU time per step differs from
+their peers' by up to x1.14 (median over steps), injected x1.2 stragglers measure x1.16 to
+x1.35."""
 LINK_SLOWDOWN = 2.0
 """A group this much slower than the other groups of its family is named (a 400G port
 trained down to 200G doubles its transfers' time)."""
+LINK_PERSIST = 0.75
+"""Fraction of the steps in which a slow group must be ``LINK_SLOWDOWN`` slower."""
 MIN_CONFIDENCE = 0.99
 NOISE_SIGMAS = 3.0
 """A slowdown must stand this many standard errors of its family's noise above 1."""
@@ -79,6 +89,8 @@ class SlowLink:
     slowdown: float
     confidence: float = 0.0
     family: str = ""
+    excess_s: float = 0.0
+    """Median over steps of the time the group's calls take beyond the other groups'."""
 
 
 @dataclass
@@ -100,7 +112,8 @@ class Diagnosis:
                             "confidence": s.confidence, "role": s.role}
                            for s in self.stragglers],
             "slow_links": [{"ranks": sl.ranks, "slowdown": sl.slowdown,
-                            "confidence": sl.confidence, "family": sl.family}
+                            "confidence": sl.confidence, "family": sl.family,
+                            "excess_s": sl.excess_s}
                            for sl in self.slow_links],
             "whatif": self.whatif,
             "dp_skew": self.dp_skew,
@@ -175,8 +188,8 @@ def noise_sigma(values: np.ndarray) -> float:
     return float(1.4826 * np.median(np.abs(dev - np.median(dev))))
 
 
-def outliers(values: np.ndarray, threshold: float,
-             leave_one_out: bool = False) -> list[tuple[int, float, float]]:
+def outliers(values: np.ndarray, threshold: float, leave_one_out: bool = False,
+             persist: float = 0.0) -> list[tuple[int, float, float]]:
     """Rows of ``values`` (members x steps, > 0) slower than the other rows.
 
     A row's ratio of a step is its value over the median of the other rows; its slowdown is
@@ -187,7 +200,9 @@ def outliers(values: np.ndarray, threshold: float,
     errors of the step-to-step noise (``noise_sigma`` over all rows; a median over ``n`` steps
     has a standard error of 1.2533 sigma / sqrt(n)), and whose confidence is at least
     ``MIN_CONFIDENCE``. ``leave_one_out``: the noise of a row's test is that of the other
-    rows (when the rows are few, one slow row would widen the pooled spread).
+    rows (when the rows are few, one slow row would widen the pooled spread). ``persist``:
+    the fraction of steps in which the row's ratio must reach the threshold (a slow link
+    slows every transfer; a stalled process comes and goes).
     """
     rows, n = values.shape
     out = []
@@ -205,7 +220,7 @@ def outliers(values: np.ndarray, threshold: float,
         if leave_one_out:
             rest = np.delete(values, i, axis=0)
             floor = math.exp(NOISE_SIGMAS * 1.2533 * noise_sigma(rest) / math.sqrt(n))
-        if slow < max(threshold, floor):
+        if slow < max(threshold, floor) or np.mean(ratio >= threshold) < persist:
             continue
         k = int(np.sum((top[ok] == i) & (ratio >= 1.0 + (threshold - 1.0) / 2)))
         conf = max_confidence(k, int(ok.sum()), rows)
@@ -218,48 +233,118 @@ def _rank_ids(run: TraceRun) -> tuple[list[int], list[str]]:
     return ([r.meta["rank"] for r in run.ranks], [str(r.meta.get("host", "?")) for r in run.ranks])
 
 
+SMALL_STAGE_SLOWDOWN = 1.3
+"""Threshold for ranks of stages too small to compare within: their per-layer compute is
+compared with every rank's (the same layer work on every stage), and stages differ by up to
+~20% per layer on a shared host (cache, placement), so only larger slowdowns are named."""
+
+
+def _stages(run: TraceRun) -> dict[int, list[int]]:
+    roles: dict[int, list[int]] = defaultdict(list)
+    for i, r in enumerate(run.ranks):
+        roles[r.meta.get("pp_rank", 0)].append(i)
+    return dict(sorted(roles.items()))
+
+
 def find_stragglers(run: TraceRun, times: StepTimes,
                     threshold: float = STRAGGLER_SLOWDOWN) -> list[Straggler]:
-    """Ranks slower than the other ranks of their role (module doc)."""
+    """Ranks slower than the other ranks of their role (module doc).
+
+    Stages of at least ``MIN_PEERS`` ranks compare their ranks' compute; the ranks of smaller
+    stages are compared by their mean per-layer compute with every rank's (threshold
+    ``SMALL_STAGE_SLOWDOWN``), when there are at least ``MIN_PEERS`` ranks with layer records.
+    """
     ranks, hosts = _rank_ids(run)
-    stage = [r.meta.get("pp_rank", 0) for r in run.ranks]
-    roles = defaultdict(list)
-    for i, s in enumerate(stage):
-        roles[s].append(i)
-    groups = [(f"stage {s}", idx, times.compute_s[idx]) for s, idx in sorted(roles.items())
-              if len(idx) >= MIN_PEERS]
+    stages = _stages(run)
+    groups = [(f"stage {s}", idx, times.compute_s[idx], threshold)
+              for s, idx in stages.items() if len(idx) >= MIN_PEERS]
+    small = {i for idx in stages.values() if len(idx) < MIN_PEERS for i in idx}
+    with_layers = [i for i in range(len(ranks)) if (times.layer_s[i] > 0).all()]
+    if small and len(with_layers) >= MIN_PEERS:
+        groups.append(("per-layer compute, all stages", with_layers,
+                       times.layer_s[with_layers], max(threshold, SMALL_STAGE_SLOWDOWN)))
     out = []
-    for role, idx, values in groups:
-        for row, slow, conf in outliers(values, threshold):
+    for role, idx, values, thr in groups:
+        for row, slow, conf in outliers(values, thr):
             i = idx[row]
+            if role.startswith("per-layer") and i not in small:
+                continue  # assessed within its own stage
             out.append(Straggler(rank=ranks[i], host=hosts[i], slowdown=slow, confidence=conf,
                                  role=role))
     return sorted(out, key=lambda s: -s.slowdown)
 
 
-def _call_durations(run: TraceRun, skip: int) -> dict[tuple, dict[tuple, dict[int, list]]]:
-    """{family: {group: {step: [per-member median duration]}}}."""
-    per: dict[tuple, dict[tuple, dict[tuple, list[float]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(list)))
+LINK_QUANTILE = 25.0
+"""Percentile of a step's calls taken as the group's time of the step: a shared host only
+ever adds time to a call, so a low percentile sees the link through the scheduling noise."""
+
+
+def _exchanged(p2p: list[dict]) -> set[int]:
+    """Indices (into ``p2p``, one rank's sends and receives sorted by start) of the records
+    posted together with one of the other direction: a 1F1B exchange waits for both, so
+    either one's end is the other's."""
+    out = set()
+    for k in range(len(p2p) - 1):
+        a, b = p2p[k], p2p[k + 1]
+        if a["op"] != b["op"] and b["start_s"] <= a["end_s"]:
+            out |= {k, k + 1}
+    return out
+
+
+def _member_calls(run: TraceRun, skip: int) -> dict[tuple, dict[int, list[float | None]]]:
+    """{(family, group, step): {member: [duration of each call, in posting order]}}.
+
+    Collectives: family (kind, op, bytes), group the sorted ranks. Point-to-point: family
+    (kind, "send forward" or "send backward", bytes), group (sender, receiver), the members'
+    records the sender's sends and the receiver's receives; a record posted in an exchange
+    (``_exchanged``) keeps its place as None."""
+    per: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
     kinds = {c["kind"] for r in run.ranks for c in r.collectives}
     skip_kinds = {"other"} if kinds & {"tp", "dp"} else set()
-    for i, rank in enumerate(run.ranks):
-        for c in rank.collectives:
-            if c["step"] < skip or len(c["group"]) < 2 or c["op"] in ("send", "recv") \
-                    or c["kind"] in skip_kinds:
-                continue
-            op = c["op"]
-            group = tuple(sorted(c["group"]))
-            fam = (c["kind"], op, int(c["bytes"]))
-            per[fam][group][(c["step"], i)].append(c["end_s"] - c["start_s"])
-    out: dict[tuple, dict[tuple, dict[int, list]]] = {}
-    for fam, groups in per.items():
-        out[fam] = {}
-        for g, cells in groups.items():
-            by_step: dict[int, list[float]] = defaultdict(list)
-            for (step, _member), ts in cells.items():
-                by_step[step].append(float(np.median(ts)))
-            out[fam][g] = by_step
+    stage = {r.meta["rank"]: r.meta.get("pp_rank", 0) for r in run.ranks}
+    for rank in run.ranks:
+        me = rank.meta["rank"]
+        calls = sorted((c for c in rank.collectives if c["step"] >= skip
+                        and not c.get("overlapped") and len(c["group"]) >= 2
+                        and c["kind"] not in skip_kinds), key=lambda c: c["start_s"])
+        p2p = [c for c in calls if c["op"] in ("send", "recv")]
+        mixed = _exchanged(p2p)
+        for k, c in enumerate(p2p):
+            src, dst = c["group"][0], c["group"][-1]
+            way = "forward" if stage.get(src, 0) < stage.get(dst, 0) else "backward"
+            fam = (c["kind"], f"send {way}", int(c["bytes"]))
+            dur = None if k in mixed else c["end_s"] - c["start_s"]
+            per[(fam, (src, dst), c["step"])][me].append(dur)
+        for c in calls:
+            if c["op"] not in ("send", "recv"):
+                fam = (c["kind"], c["op"], int(c["bytes"]))
+                per[(fam, tuple(sorted(c["group"])), c["step"])][me].append(
+                    c["end_s"] - c["start_s"])
+    return per
+
+
+def _call_times(members: dict[int, list[float | None]]) -> list[float]:
+    """Each call's time: the shortest of its members' durations (the member that arrived last
+    waited least, so a late member does not make the call look slow, while a slow link delays
+    every member); calls with a member's record left out (None) are dropped."""
+    n = min(len(v) for v in members.values())
+    out = []
+    for k in range(n):
+        durs = [v[k] for v in members.values()]
+        if all(d is not None for d in durs):
+            out.append(min(durs))
+    return out
+
+
+def _call_durations(run: TraceRun, skip: int) -> dict[tuple, dict[tuple, dict[int, float]]]:
+    """{family: {group: {step: the LINK_QUANTILE percentile of the step's call times}}}."""
+    out: dict[tuple, dict[tuple, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
+    for (fam, group, step), members in _member_calls(run, skip).items():
+        if len(members) < 2:
+            continue
+        times = _call_times(members)
+        if times:
+            out[fam][group][step] = float(np.percentile(times, LINK_QUANTILE))
     return out
 
 
@@ -272,23 +357,28 @@ def find_slow_links(run: TraceRun, skip: int = 1,
         steps = sorted({s for g in names for s in groups[g]})
         if len(names) < MIN_PEERS or not steps:
             continue
-        values = np.array([[min(groups[g][s]) if groups[g].get(s) else np.nan for s in steps]
-                           for g in names])
+        values = np.array([[groups[g].get(s, np.nan) for s in steps] for g in names])
         keep = ~np.isnan(values).any(axis=0)
-        for row, slow, conf in outliers(values[:, keep], threshold, leave_one_out=True):
+        v = values[:, keep]
+        for row, slow, conf in outliers(v, threshold, leave_one_out=True,
+                                        persist=LINK_PERSIST):
+            excess = float(np.median(v[row] - np.median(np.delete(v, row, axis=0), axis=0)))
             out.append(SlowLink(ranks=list(names[row]), slowdown=slow, confidence=conf,
-                                family=f"{kind} {op} {size} B"))
+                                family=f"{kind} {op} {size} B", excess_s=excess))
     return _merge_links(out)
 
 
 def _merge_links(links: list[SlowLink]) -> list[SlowLink]:
-    """One entry per group of ranks (its largest slowdown over the families it is slow in)."""
+    """One entry per group of ranks (its largest slowdown over the families it is slow in),
+    the group adding the most time per call first: a slow link adds its delay to its own
+    calls and part of it to the calls of groups that wait for a member (their ratio can be
+    larger when their calls are short, as point-to-point transfers are)."""
     best: dict[tuple, SlowLink] = {}
     for sl in links:
         key = tuple(sl.ranks)
         if key not in best or sl.slowdown > best[key].slowdown:
             best[key] = sl
-    return sorted(best.values(), key=lambda s: -s.slowdown)
+    return sorted(best.values(), key=lambda s: -s.excess_s)
 
 
 def last_dp_skew(run: TraceRun, skip: int = 1) -> dict[str, Any]:
@@ -332,7 +422,8 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
             d.slow_links.append(sl)
         else:
             d.notes.append(f"group {sl.ranks} is x{sl.slowdown:.2f} slower ({sl.family}) but "
-                           f"shares a rank with the slower group {echo.ranks}: taken as its echo")
+                           f"shares a rank with group {echo.ranks}, which adds more time per call: "
+                           "taken as its echo")
     on_links = {r for sl in d.slow_links for r in sl.ranks}
     for s in find_stragglers(run, times):
         if s.rank in on_links:
@@ -341,12 +432,11 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
         else:
             d.stragglers.append(s)
     d.dp_skew = last_dp_skew(run, skip)
-    small = sorted({r.meta.get("pp_rank", 0) for r in run.ranks
-                    if sum(q.meta.get("pp_rank", 0) == r.meta.get("pp_rank", 0)
-                           for q in run.ranks) < MIN_PEERS})
+    small = [s for s, idx in _stages(run).items() if len(idx) < MIN_PEERS]
     if small:
-        d.notes.append(f"stages {small} have fewer than {MIN_PEERS} ranks: their stragglers are "
-                       "not assessed")
+        d.notes.append(f"stages {small} have fewer than {MIN_PEERS} ranks: their ranks are "
+                       "compared by per-layer compute with every rank, and named from "
+                       f"x{SMALL_STAGE_SLOWDOWN:g} (stages differ per layer on a shared host)")
     if len(times.steps) < 4:
         d.notes.append(f"only {len(times.steps)} steps after the warm-up: confidence is low; "
                        "trace at least 5 steps")

@@ -17,7 +17,9 @@ What is recognised (Chrome trace JSON, ``traceEvents`` with ``ph: "X"`` spans in
   trainer's ``trainer/comm/{kind}/{ranks}`` range around it (gloo records no group);
 - compute: ``record_function`` ranges ``trainer/{phase}/{name}/{layer}/mb{m}`` (the trainer's
   ``--profile``; the embedding's backward range is dropped: it opens when the embedding's
-  output gradient arrives and no record closes it, integer ids having no gradient); other
+  output gradient arrives and no record closes it, integer ids having no gradient), with
+  their thread CPU time (``cpu_s``) from the trainer's ``trainer/cpu/...`` marks where it
+  wrote them (CPU runs; a profiler itself measures wall time only); other
   ``record_function`` ranges are listed as unidentified;
 - the job: the ``trainer_meta`` metadata (the native trace's meta record). Without it the
   model and the layout are unknown: steps, collectives and ranges are still read, calibration
@@ -56,6 +58,7 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "B
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 COMPUTE = re.compile(r"^trainer/(forward|backward|optimizer)/([^/]+)/([^/]+)/mb([^/]+)$")
 COMM = re.compile(r"^trainer/comm/([^/]+)/([\d,]+)$")
+CPU_MARK = re.compile(r"^trainer/cpu/(\w+)/([^/]+)/([^/]+)/mb([^/]+)/s(\d+)/([\d.]+)$")
 
 
 def is_kineto_dir(path: str | Path) -> bool:
@@ -231,11 +234,39 @@ def _rank_trace(f: Path, doc: dict, t0: float, notes: list[str]) -> RankTrace:
                                  "flops": None})
         elif e.get("cat") == "user_annotation" and not _known_range(e["name"]):
             unknown[e["name"]] += 1
+    _attach_cpu(rank, events, sec)
     rank.collectives = _collectives(f, events, meta, step_of, sec, notes)
     if unknown:
         top = ", ".join(f"{n} ({k})" for n, k in unknown.most_common(5))
         notes.append(f"unidentified record_function ranges (not used): {top}")
     return rank
+
+
+def _attach_cpu(rank: RankTrace, events: list[dict], sec) -> None:
+    """The trainer's ``trainer/cpu/...`` marks (``trainer.profiling``) as the ``cpu_s`` of
+    the compute record they follow: the latest record of the same phase, name, layer and
+    micro-batch ending at or before the mark; the step's mark goes to its iteration record."""
+    ends: dict[tuple, list[dict]] = defaultdict(list)
+    for c in rank.compute:
+        ends[(c["phase"], c.get("name"), c["layer"], c.get("microbatch"))].append(c)
+    for recs in ends.values():
+        recs.sort(key=lambda c: c["end_s"])
+    iters = {c["step"]: c for c in rank.compute if c["phase"] == "iteration"}
+    for e in events:
+        m = CPU_MARK.match(str(e.get("name", "")))
+        if not m:
+            continue
+        phase, name, layer, mb, step, us = m.groups()
+        if phase == "iteration":
+            target = iters.get(int(step))
+        else:
+            key = (phase, name, None if layer == "-" else int(layer),
+                   None if mb == "-" else int(mb))
+            t = sec(e["ts"]) + 1e-6
+            before = [c for c in ends.get(key, ()) if c["end_s"] <= t and c["step"] == int(step)]
+            target = before[-1] if before else None
+        if target is not None:
+            target["cpu_s"] = float(us) * 1e-6
 
 
 def _known_range(name: str) -> bool:

@@ -13,6 +13,11 @@ is added as ``record_function`` ranges and trace metadata, all optional for a re
   other; the group's layout ranks). The collective's own events (``c10d::allreduce_``,
   ``gloo:all_reduce`` on the backend's thread, ``record_param_comms`` and NCCL kernels on CUDA)
   are the profiler's;
+- ``trainer/cpu/{phase}/{name}/{layer}/mb{microbatch}/s{step}/{us}``: an empty range right
+  after a compute record's range closes (and after the step's), carrying what a profiler does
+  not measure: the record's thread CPU time (the step's: the process's) in microseconds, the
+  native record's ``cpu_s`` (CPU runs only: on a host whose cores the ranks time-slice, wall
+  time measures the scheduler as much as the rank);
 - metadata ``trainer_meta``: the native trace's ``meta`` record as JSON.
 
 ``netsim.kineto`` reads these files (and those of any PyTorch job).
@@ -36,6 +41,12 @@ def compute_range_name(phase: str, name: str, layer: int | None, microbatch: int
 
 def comm_range_name(kind: str | None, ranks) -> str:
     return f"{RANGE_PREFIX}comm/{kind or '-'}/{','.join(str(r) for r in ranks)}"
+
+
+def cpu_mark_name(phase: str, name: str, layer: int | None, microbatch: int | None, step: int,
+                  cpu_s: float) -> str:
+    return (f"{RANGE_PREFIX}cpu/{phase}/{name}/{'-' if layer is None else layer}/"
+            f"mb{'-' if microbatch is None else microbatch}/s{step}/{cpu_s * 1e6:.1f}")
 
 
 def parse_schedule(text: str) -> tuple[int, int, int]:
@@ -71,6 +82,12 @@ class Ranges:
         rf = self._open.pop(key, None)
         if rf is not None:
             rf.__exit__(None, None, None)
+
+    def mark_cpu(self, key: tuple, microbatch: int | None, step: int, cpu_s: float) -> None:
+        """An empty range naming the CPU time of the record ``key`` just closed."""
+        phase, name, layer = key
+        with self._rf(cpu_mark_name(phase, name, layer, microbatch, step, cpu_s)):
+            pass
 
     def open_comm(self, kind: str | None, ranks) -> None:
         self.close_comm()  # a posting that raised (a backend fallback) never closed its range

@@ -113,6 +113,8 @@ class Tracer:
         if cpu0 is not None:
             cpu = time.process_time if phase == "iteration" else time.thread_time
             rec["cpu_s"] = cpu() - cpu0
+            if self.ranges is not None:
+                self.ranges.mark_cpu(key, mb, self.step, rec["cpu_s"])
         self.add(rec)
 
     def flush(self) -> list[dict[str, Any]]:

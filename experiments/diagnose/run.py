@@ -5,9 +5,10 @@ every run's traces are diagnosed and compared with what was injected.
 
     python -m experiments.diagnose.run [--full] [-o DIR] [--json]
 
-Default: 3 layouts x 1 seed x (clean, straggler x1.5, link 5 ms), 10 steps (about 10
-minutes on 2 busy cores). ``--full``: 3 seeds (``--seeds`` to choose) and the straggler at x1.2,
-the smallest slowdown the issue asks to find. Writes ``DIR/results.csv``. The
+Default: 5 layouts (``LAYOUTS``) x 1 seed x (clean, straggler x1.5, link 5 ms where the
+layout has one), 10 steps (about 10 minutes on 2 busy cores). ``--full``: 3 seeds (``--seeds``
+to choose) and the straggler at x1.2, the smallest slowdown the issue asks to find (plus x1.5
+on the layout whose stages have two ranks). Writes ``DIR/results.csv``. The
 seed moves the weights, the data and which rank or link is faulty.
 """
 
@@ -26,9 +27,11 @@ from pathlib import Path
 from netsim.diagnose import diagnose
 from netsim.traces import read_trace_dir
 
-LAYOUTS = ((2, 2, 2), (2, 1, 4), (4, 2, 1))
-"""(tp, pp, dp): stages of 4, 8 and 4 ranks (a role needs >= 3); the first two have four tp
-pairs, the family a slow link is injected in (tp 4 has only two tp groups: no link there)."""
+LAYOUTS = ((1, 1, 8), (2, 1, 4), (1, 2, 4), (2, 2, 2), (2, 4, 1))
+"""(tp, pp, dp): dp8 (one stage of 8; its only collectives are the overlapped gradient
+buckets and the world's loss all-reduce: no link to compare, so no link injected), tp2-dp4 and
+tp2-pp2-dp2 (a slow tensor-parallel pair), pp2-dp4 (a slow pipeline send, forward or backward
+by seed) and tp2-pp4 (stages of two ranks: stragglers found from per-layer compute)."""
 STEPS = 10
 MODEL_ARGS = ("--model", "tiny", "--hidden", "128", "--seq", "64")
 """Large enough that a rank's CPU time per step (tens of ms) is steady to ~10% on a shared host."""
@@ -54,13 +57,19 @@ class Scenario:
     def slow_rank(self) -> int:
         return (3 * self.seed + 1) % 8
 
+    @property
+    def has_link(self) -> bool:
+        """Layouts with several groups of one family: tp pairs or pipeline sends."""
+        return self.tp > 1 or self.pp > 1
+
     def slow_link(self) -> tuple[int, int]:
-        """A pair that shares a synchronous group: a tp pair, else a pipeline send."""
+        """A pair that shares a synchronous group: a tp pair, else a pipeline send (stage 0
+        rank r to stage 1 rank r + 4 for odd seeds, the backward send for even ones)."""
         if self.tp > 1:
             base = 2 * ((self.seed + 1) % 4)
             return base, base + 1
-        r = self.seed % 4  # tp 1: stage 0 rank r sends to stage 1 rank r + 4 (pp 2, dp 4)
-        return r, r + 4
+        r = self.seed % 4
+        return (r, r + 4) if self.seed % 2 else (r + 4, r)
 
     def expected(self) -> tuple[list[int], list[list[int]]]:
         if self.fault == "straggler":
@@ -90,7 +99,9 @@ def scenarios(full: bool, seeds: tuple[int, ...] | None = None) -> list[Scenario
         for seed in seeds:
             out.append(Scenario(tp, pp, dp, seed, "clean"))
             out.append(Scenario(tp, pp, dp, seed, "straggler", factor=1.2 if full else 1.5))
-            if tp == 2:
+            if full and tp * dp < 3:  # stages too small: compared per layer, from x1.3
+                out.append(Scenario(tp, pp, dp, seed, "straggler", factor=1.5))
+            if Scenario(tp, pp, dp, seed, "clean").has_link:
                 out.append(Scenario(tp, pp, dp, seed, "link", delay_us=5000))
     return out
 
@@ -122,6 +133,26 @@ def judge(sc: Scenario, d: Path) -> dict:
             "correct": got_s == want_s and got_l == want_l}
 
 
+def markdown(rows: list[dict]) -> str:
+    """The result table of ``docs/diagnose.md``."""
+    def what(r: dict, named: bool) -> str:
+        s = r["named_stragglers" if named else "injected_stragglers"]
+        links = r["named_links" if named else "injected_links"]
+        out = [f"rank {x}" + (f" x{f:g}" if named else f" x{r['factor']:g}")
+               for x, f in zip(s, r["slowdowns"] if named else [r["factor"]] * len(s),
+                               strict=True)]
+        out += [f"link {lk}" + (f" x{f:g}" if named else f" +{r['delay_us'] / 1e3:g} ms")
+                for lk, f in zip(links, r["link_slowdowns"] if named else [0] * len(links),
+                                 strict=True)]
+        return ", ".join(out) or ("nobody" if named else "nothing")
+
+    lines = ["| layout | seed | injected | named | exactly right |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['layout']} | {r['seed']} | {what(r, False)} | {what(r, True)} | "
+                     f"{'yes' if r['correct'] else 'no'} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="3 seeds, the straggler at x1.2")
@@ -129,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
     ap.add_argument("--seeds", help="comma list of seeds (default 1; 1,2,3 with --full)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--markdown", action="store_true", help="print the result table")
     args = ap.parse_args(argv)
     out = Path(args.out)
     rows = []
@@ -147,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows(rows)
     ok = sum(r["correct"] for r in rows)
+    if args.markdown:
+        print(markdown(rows))
     if args.json:
         print(json.dumps({"rows": rows, "correct": ok, "runs": len(rows)}, indent=2))
     else:

@@ -50,6 +50,12 @@ class HostCost:
     """Bus bytes per second a rank's CPU moves in collectives (nccl-tests bus bytes)."""
     cpu_iter_s: float = 0.0
     """Per rank and iteration: framework overhead outside the traced operations."""
+    utilization: float = 1.0
+    """Fraction of the cores left to the run that its ranks keep busy (in (0, 1]): below 1
+    when at moments every rank of a server waits (a loopback transfer in flight, all ranks
+    in one collective) while cores sit idle. The bound is then ``work / (C x utilization)``;
+    ``netsim.calibration`` measures it on the calibration runs (their CPU time over their
+    wall time and the cores left to them)."""
 
     def work_s(self, messages: float, bus_bytes: float) -> float:
         """CPU seconds of one rank-iteration whose collectives send ``messages`` messages

@@ -198,7 +198,7 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     host = calibration.host_cost() if calibration and hasattr(calibration, "host_cost") \
         else HostCost()
     host_s = host_bound_s(_stage_work_s(job, model, comp, host), grid, loc.server,
-                          hw.host_cores)
+                          hw.host_cores * host.utilization)
     full = max(crit, host_s)  # netsim.workload.host: processor sharing, work-conserving
     exposed = {}
     for kind in KINDS:

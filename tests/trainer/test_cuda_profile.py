@@ -10,7 +10,9 @@ import pytest
 import torch
 
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]
+              pytest.mark.skipif(not torch.cuda.is_available(),
+                                 reason="needs CUDA (torch.cuda.is_available() is False): the "
+                                 "CUDA profiler path is not exercised here")]
 
 
 def test_cuda_profile_reads_back(python, subprocess_env, tmp_path):

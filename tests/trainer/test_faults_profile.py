@@ -103,10 +103,16 @@ def test_kineto_traces_hold_what_the_native_ones_hold(straggler_run):
         return Counter((c["phase"], c.get("name"), c["layer"], c.get("microbatch"))
                        for c in rank.compute if c["step"] == step and c["phase"] != "iteration")
 
+    def key(c):
+        return c["step"], c["phase"], c.get("name"), c["layer"], c.get("microbatch")
+
     for nr, kr in zip(native.ranks, kin.ranks, strict=True):
         for step in steps:
             assert calls(kr, step) == calls(nr, step)
             assert comp(kr, step) == comp(nr, step)
+        want = {key(c): c["cpu_s"] for c in nr.compute if "cpu_s" in c}
+        got = {key(c): c.get("cpu_s") for c in kr.compute}
+        assert got == pytest.approx({k: want[k] for k in got}, abs=1e-6)  # trainer/cpu marks
         dp_native = sum(c["overlapped"] for c in nr.collectives if c["step"] in steps)
         assert sum(c["overlapped"] for c in kr.collectives) == dp_native
 
@@ -158,13 +164,11 @@ def test_fault_config_units():
         FaultConfig(slow_link=(2, 2), link_delay_us=5)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 14, open: on a quiet 2-core host the loop predicts 0.206 s for runs whose median "
-    "step is 0.221-0.238 s (8 steps; 0.227-0.234 s over 20), i.e. -7% to -13%: the 10% target "
-    "sits inside the host's step-to-step noise and the fit is systematically low"))
 def test_newcomer_loop_predicts_its_own_run_within_10_percent(clean_run):
     """docs/trainer.md's run -> netsim calibrate (defaults) -> netsim predict --like with that
-    calibration: within 10% of the measured median step, on the calibrated host's name."""
+    calibration: within 10% of the measured median step, on the calibrated host's name. On a
+    quiet host the ranks keep ~92% of the 2 cores busy; without the calibration's measured
+    host utilization the loop ran 7-13% low there (docs/diagnose.md)."""
     import numpy as np
 
     from netsim.calibrated import default_host_cores, hardware_for

@@ -162,3 +162,121 @@ def test_kineto_reader_on_a_profiler_document(tmp_path):
     (tmp_path / "rank1.json").write_text('{"traceEvents": [')
     with pytest.raises(ValueError, match=r"rank1.json: not a complete JSON"):
         read_traces(tmp_path)
+
+
+def write_pp_run(d: Path, link: tuple[int, int] | None = None, slow: dict[int, float] | None = None,
+                 tp: int = 1, pp: int = 2, steps: int = 8, seed: int = 0,
+                 delay_s: float = 0.005) -> Path:
+    """A pipeline run (world 8, tp x pp x dp) with what the CPU trainer's 1F1B writes for the
+    transfers: per step and neighbour pair one forward send posted alone (the sender's send
+    is the transfer, ``delay_s`` longer on ``link``; the receiver's receive also waits for the
+    sender's compute) and one send posted together with a receive (both wait for the other
+    side: long on every pair, ``delay_s`` more on both directions of ``link``), the backward
+    direction the same way. Each rank has four layer records per step (2 ms x noise x its
+    slowdown, ``cpu_s`` set), and a scheduling spike (10 ms) hits a random 20% of transfers."""
+    rng = np.random.default_rng(seed)
+    slow, world = slow or {}, 8
+    d.mkdir(parents=True, exist_ok=True)
+    dp = world // (tp * pp)
+    stage = {r: r // (tp * dp) for r in range(world)}
+    lines = {r: [{"type": "meta", "schema": "trainer-trace/1", "rank": r, "world_size": world,
+                  "tp": tp, "pp": pp, "dp": dp, "model": MODEL, "micro_batches": 2,
+                  "micro_batch_size": 1, "global_batch": 2 * dp, "tp_rank": r % tp,
+                  "pp_rank": stage[r], "dp_rank": (r // tp) % dp, "host": "h0",
+                  "order": "tp-dp-pp", "dtype": "float32"}] for r in range(world)}
+    pairs = [(r, r + tp * dp) for r in range(world) if stage[r] < pp - 1]
+
+    def p2p(rank, op, group, step, s, dur):
+        lines[rank].append({"type": "collective", "step": step, "op": op, "kind": "pp",
+                            "group": list(group), "bytes": 4096, "start_s": s,
+                            "end_s": s + dur, "overlapped": False})
+
+    t = 0.0
+    for step in range(steps):
+        for r in range(world):
+            for k in range(4):
+                w = 0.002 * rng.lognormal(0, 0.05) * slow.get(r, 1.0)
+                lines[r].append({"type": "compute", "step": step, "phase": "forward",
+                                 "name": "layer", "layer": k, "start_s": t + k * 0.003,
+                                 "end_s": t + k * 0.003 + w, "cpu_s": w, "flops": 1.0})
+        t += 0.02
+        for a, b in pairs:
+            for k, (src, dst) in enumerate(((a, b), (b, a))):
+                extra = delay_s if link == (src, dst) else 0.0
+                spike = 0.010 if rng.random() < 0.2 else 0.0
+                s = t + 0.04 * k  # forward first, backward later: no overlap
+                p2p(src, "send", (src, dst), step, s, 1e-4 + extra + spike)  # alone
+                p2p(dst, "recv", (src, dst), step, s - 0.002, 0.002 + 1e-4 + extra)
+            both = 0.004 + (delay_s if link in ((a, b), (b, a)) else 0.0)  # an exchange
+            for src, dst in ((a, b), (b, a)):
+                p2p(src, "recv", (dst, src), step, t + 0.0200, both)
+                p2p(src, "send", (src, dst), step, t + 0.0201, both)
+        t += 0.06
+        for r in range(world):
+            lines[r].append({"type": "iteration", "step": step, "iteration_s": 0.05})
+    for r, recs in lines.items():
+        recs.sort(key=lambda x: x.get("start_s", -1))
+        (d / f"trace-rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in recs) + "\n")
+    return d
+
+
+@pytest.mark.parametrize("link", [(1, 5), (6, 2)])
+def test_pipeline_send_link_is_named_alone_in_its_direction(tmp_path, link):
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path, link=link)))
+    assert [sl.ranks for sl in d.slow_links] == [list(link)] and d.stragglers == []
+    assert d.slow_links[0].family.startswith("pp send")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_clean_pipeline_run_names_nobody(tmp_path, seed):
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path, seed=seed)))
+    assert d.stragglers == [] and d.slow_links == []
+
+
+def test_small_stages_compare_per_layer_compute(tmp_path):
+    """tp2 pp4: stages of two ranks; a x1.5 rank is named from its layer records, a x1.2 one
+    (inside the spread stages show per layer on a shared host) is not."""
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "a", tp=2, pp=4, slow={5: 1.5})))
+    assert [s.rank for s in d.stragglers] == [5] and d.stragglers[0].role.startswith("per-layer")
+    assert any("fewer than 3 ranks" in n for n in d.notes)
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "b", tp=2, pp=4, slow={5: 1.2})))
+    assert d.stragglers == []
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "c", tp=2, pp=4)))
+    assert d.stragglers == [] and d.slow_links == []
+
+
+def test_slow_link_is_seen_through_late_members(tmp_path):
+    """A member that arrives after the delayed one hides the delay in that call, and busy
+    groups see scheduling spikes: the low percentile of the calls' times still names it."""
+    rng = np.random.default_rng(3)
+    d = tmp_path
+    world, tp = 8, 2
+    lines = {r: [{"type": "meta", "schema": "trainer-trace/1", "rank": r, "world_size": world,
+                  "tp": tp, "pp": 1, "dp": 4, "model": MODEL, "micro_batches": 1,
+                  "micro_batch_size": 1, "global_batch": 4, "tp_rank": r % tp, "pp_rank": 0,
+                  "dp_rank": r // tp, "host": "h0", "order": "tp-dp-pp",
+                  "dtype": "float32"}] for r in range(world)}
+    t = 0.0
+    for step in range(8):
+        for _call in range(20):
+            for g0 in range(0, world, tp):
+                late = rng.random() < 0.15  # the peer arrives 8 ms after the slow member
+                spike = 0.015 if rng.random() < 0.3 else 0.0
+                for r in (g0, g0 + 1):
+                    dur = 2e-4 + spike
+                    if g0 == 4:  # rank 4's sends to 5 take 5 ms more
+                        dur = 0.0052 + 0.003 if r == 4 and late else (0.0002 if late else 0.0052)
+                    lines[r].append({"type": "collective", "step": step, "op": "all_reduce",
+                                     "kind": "tp", "group": [g0, g0 + 1], "bytes": 4096,
+                                     "start_s": t, "end_s": t + dur, "overlapped": False})
+            t += 0.03
+        for r in range(world):
+            lines[r].append({"type": "compute", "step": step, "phase": "forward",
+                             "name": "layer", "layer": 0, "start_s": t, "end_s": t + 0.01,
+                             "cpu_s": 0.01 * rng.lognormal(0, 0.03), "flops": 1.0})
+            lines[r].append({"type": "iteration", "step": step, "iteration_s": 0.6})
+        t += 0.02
+    for r, recs in lines.items():
+        (d / f"trace-rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in recs) + "\n")
+    out = diagnose(read_trace_dir(d))
+    assert [sl.ranks for sl in out.slow_links] == [[4, 5]] and out.stragglers == []

@@ -119,3 +119,39 @@ def test_calibrate_cli_host_cores(trace_dirs, tmp_path, capsys):
     assert cal.host_cores == 2 and cal.host_cost().cpu_msg_s == data["host"]["cpu_msg_s"]
     assert main(["calibrate", str(trace_dirs[0]), "--host-cores", "0"]) == 2
     assert main(["calibrate", str(trace_dirs[0]), "--host-cores", "2", "--comm-weight", "x"]) == 2
+
+
+class _Idle:
+    """A calibration that only says the ranks kept ``utilization`` of the cores busy."""
+
+    def __init__(self, utilization: float) -> None:
+        self.utilization = utilization
+
+    def host_cost(self) -> HostCost:
+        return HostCost(utilization=self.utilization)
+
+    def comm_model(self, hw):
+        from netsim.workload.comm import AnalyticCommModel
+
+        return AnalyticCommModel(hw)
+
+
+@pytest.mark.parametrize("utilization", [1.0, 0.8, 0.5])
+def test_idle_share_of_the_cores_stretches_the_host_bound(utilization):
+    """Ranks that leave (1 - u) of the cores idle finish the host's work in 1/u the time."""
+    job = tiny(dp=8, global_batch=16)
+    pred = predict(job, hardware=on_host(8, 2), compute_model=ConstantCompute(),
+                   calibration=_Idle(utilization))
+    assert pred.iteration_s == pytest.approx(8 / 2 * one_rank_s(job) / utilization, rel=1e-12)
+
+
+def test_calibration_measures_utilization_from_host_records():
+    from types import SimpleNamespace
+
+    from netsim.calibration import host_utilization
+
+    runs = [SimpleNamespace(host={"trainer_cores": 1.8, "available_cores": 2.0}),
+            SimpleNamespace(host={"trainer_cores": 1.2, "available_cores": 1.25}),
+            SimpleNamespace(host={"trainer_cores": 0.9, "available_cores": 1.0})]
+    assert host_utilization(runs, 2.0) == {"utilization": pytest.approx(0.9)}
+    assert host_utilization([SimpleNamespace(host={})], 2.0) == {}

@@ -1,0 +1,35 @@
+"""experiments/diagnose: the sweep's scenarios (layouts, faults, expected answers) and its
+result table, without running the trainer."""
+
+from __future__ import annotations
+
+from experiments.diagnose.run import Scenario, markdown, scenarios
+
+
+def test_full_sweep_covers_the_layouts_and_faults():
+    scs = scenarios(True, (1, 2))
+    layouts = {(s.tp, s.pp, s.dp) for s in scs}
+    assert layouts == {(1, 1, 8), (2, 1, 4), (1, 2, 4), (2, 2, 2), (2, 4, 1)}
+    assert not any(s.fault == "link" for s in scs if (s.tp, s.pp) == (1, 1))  # dp8: no family
+    assert sum(s.fault == "clean" for s in scs) == 10
+    assert {s.factor for s in scs if s.fault == "straggler" and s.pp == 4} == {1.2, 1.5}
+    assert len(scs) == 30
+
+
+def test_expected_answers_keep_the_pipeline_direction():
+    fwd, bwd = Scenario(1, 2, 4, 1, "link", delay_us=5000), Scenario(1, 2, 4, 2, "link",
+                                                                        delay_us=5000)
+    assert fwd.expected() == ([], [[1, 5]]) and bwd.expected() == ([], [[6, 2]])
+    assert Scenario(2, 1, 4, 3, "link", delay_us=5000).expected() == ([], [[0, 1]])
+    assert Scenario(2, 2, 2, 1, "straggler", factor=1.2).expected() == ([4], [])
+    assert "--inject-slow-link" in fwd.trainer_args() and "1:5" in fwd.trainer_args()
+
+
+def test_markdown_table():
+    row = {"layout": "tp1-pp2-dp4", "seed": 2, "factor": 1.0, "delay_us": 5000,
+           "injected_stragglers": [], "named_stragglers": [5], "slowdowns": [1.18],
+           "injected_links": [[6, 2]], "named_links": [[6, 2]], "link_slowdowns": [74.1],
+           "correct": False}
+    lines = markdown([row]).splitlines()
+    assert lines[2] == ("| tp1-pp2-dp4 | 2 | link [6, 2] +5 ms | rank 5 x1.18, link [6, 2] "
+                        "x74.1 | no |")
