@@ -148,24 +148,29 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     rate = np.zeros(nf)
     ceiling = np.full(nf, np.inf) if max_rate is None else np.asarray(max_rate, np.float64)
     residual = capacity.copy()
-    e_flow_l = inc.e_flow[inc.by_link]
-    e_link_l = inc.e_link[inc.by_link]
+    # the entries of unfrozen flows, in flow order and in link order; each round drops those
+    # of the flows it freezes (same entries in the same order as masking the full arrays
+    # gives, so the sums and the result are bit for bit those of the unshrunk loop)
+    ef, el, ew = inc.e_flow, inc.e_link, inc.e_weight
+    ef_l, el_l = inc.e_flow[inc.by_link], inc.e_link[inc.by_link]
     for _ in range(nf + 1):  # each round freezes at least one flow
         if not unfrozen.any():
             break
-        on = unfrozen[inc.e_flow]
-        load = np.bincount(inc.e_link[on], weights=inc.e_weight[on], minlength=nl)
+        keep = unfrozen[ef]
+        if not keep.all():
+            ef, el, ew = ef[keep], el[keep], ew[keep]
+            keep = unfrozen[ef_l]
+            ef_l, el_l = ef_l[keep], el_l[keep]
+        load = np.bincount(el, weights=ew, minlength=nl)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(load > 0, np.maximum(residual, 0.0) / load, np.inf)
         # per-flow level: the tightest share on its path, or its own ceiling
-        m_flow = _segment_min(inc.e_flow[on], share[inc.e_link[on]], nf)
-        m_flow = np.minimum(m_flow, ceiling)
-        on_l = unfrozen[e_flow_l]
-        link_min = _segment_min(e_link_l[on_l], m_flow[e_flow_l[on_l]], nl)
+        m_flow = np.minimum(_segment_min(ef, share[el], nf), ceiling)
+        link_min = _segment_min(el_l, m_flow[ef_l], nl)
         bottleneck = (load > 0) & (share <= link_min * (1 + _RTOL))
         # flows frozen this round: those on a bottleneck link, and those at their own ceiling
         hit = np.zeros(nf, bool)
-        hit[inc.e_flow[on & bottleneck[inc.e_link]]] = True
+        hit[ef[bottleneck[el]]] = True
         hit |= unfrozen & (ceiling <= m_flow * (1 + _RTOL)) & np.isfinite(ceiling)
         # a flow crossing no link at all and without a ceiling: unbounded
         free = unfrozen & ~np.isfinite(m_flow)
@@ -177,9 +182,8 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
                 continue
             raise RuntimeError("progressive filling made no progress")  # pragma: no cover
         rate[hit] = m_flow[hit]
-        sel = hit[inc.e_flow]
-        residual -= np.bincount(inc.e_link[sel], weights=inc.e_weight[sel] * rate[inc.e_flow[sel]],
-                                minlength=nl)
+        sel = hit[ef]
+        residual -= np.bincount(el[sel], weights=ew[sel] * rate[ef[sel]], minlength=nl)
         unfrozen &= ~hit
     return rate
 
