@@ -237,9 +237,11 @@ class SharedFabricCommModel(FlowCommModel):
             self._built = cache.setdefault("built", {})
             self._paths = cache.get("paths")
             self._cache = cache
+            self._own_dominated = cache.setdefault("own_dominated", {})
         self._bg = None
         self._bg_all: _Background | None = None
-        self._own_dominated: dict[int, tuple] = {}
+        if cache is None:
+            self._own_dominated: dict[int, tuple] = {}
         self._merged: dict[int, _Merged] = {}
         self._shared_rate: dict[int, np.ndarray] = {}
 
@@ -271,6 +273,11 @@ class SharedFabricCommModel(FlowCommModel):
         from netsim.flow.maxmin import Incidence
         from netsim.workload.flowcomm import dominated_links
 
+        cache = getattr(self, "_cache", None)
+        key = tuple((b.op, np.asarray(b.groups).tobytes(), np.shape(b.groups),
+                     float(b.size_bytes)) for b in self.background)
+        if self._bg_all is None and cache is not None and cache.get("bg_all", (None,))[0] == key:
+            self._bg_all = cache["bg_all"][1]  # the same background as the last model's
         if self._bg_all is None:
             parts = self._background_inc()
             off = np.cumsum([0] + [p.num_flows for p in parts])
@@ -281,6 +288,8 @@ class SharedFabricCommModel(FlowCommModel):
             inc = Incidence._build(self.fabric.num_links, int(off[-1]), *cat)
             cap = np.asarray(self.fabric.link_capacity_bps, np.float64)
             self._bg_all = _Background(inc, *dominated_links(inc, cap))
+            if cache is not None:
+                cache["bg_all"] = (key, self._bg_all)
         return self._bg_all
 
     def _merge(self, built) -> _Merged:
@@ -413,26 +422,53 @@ def comm_model(fabric, hw, background_batches: list, seed: int = 0, overrides=No
 
 def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=None,
                    calibration=None, seed: int = 0, progress=None,
-                   background_effect: bool = True, cache: dict | None = None) -> SharedPrediction:
+                   background_effect: bool = True, cache: dict | None = None,
+                   comm_model=None, compute_model=None,
+                   stragglers=None) -> SharedPrediction:
     """Predict ``job`` at ``placement`` with ``background`` on the fabric; with
     ``background_effect``, also each background job's iteration alone and shared (with the
     new job and the other background jobs as its background). ``cache``: a dict kept across
-    calls on one fabric, hardware and seed (a replay) to reuse the jobs' connection builds."""
-    from netsim.hardware import get_hardware
+    calls on one fabric, hardware and seed (a replay) to reuse the jobs' connection builds.
+
+    ``comm_model``: the new job's comm model when the caller wraps it (MegaScale's PTB:
+    ``netsim.workload.megascale_opts.apply`` on ``shared_comm_model``); ``compute_model`` and
+    ``stragglers`` go to ``predict`` as in a plain prediction, so that with no background
+    job every combination gives the plain prediction exactly. They describe the new job
+    only: the background jobs' rows are priced without them."""
     from netsim.workload import predict
 
     gpus = np.arange(job.world) if placement is None else np.asarray(placement, np.int64)
     check_disjoint(background, gpus)
-    overrides = calibration.comm_model(hw).overrides if calibration else None
-    traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
-    cm = comm_model(fabric, hw, [x for v in traffic.values() for x in v], seed, overrides,
-                    progress, cache)
+    if comm_model is None:
+        comm_model = shared_comm_model(fabric, hw, background, seed, calibration, progress,
+                                       cache)
     pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                   comm_model=cm)
+                   comm_model=comm_model, compute_model=compute_model,
+                   stragglers=stragglers or None)
     out = SharedPrediction(pred)
-    if not background_effect:
-        return out
+    if background_effect:
+        out.background = background_rows(job, gpus, fabric, background, seed)
+    return out
+
+
+def shared_comm_model(fabric, hw, background: list[BackgroundJob], seed: int = 0,
+                      calibration=None, progress=None, cache: dict | None = None):
+    """The flow comm model of a job sharing the fabric with the ``background`` jobs."""
+    overrides = calibration.comm_model(hw).overrides if calibration else None
+    batches = [x for b in background for x in network_batches(b.job, b.gpu_of_rank)]
+    return comm_model(fabric, hw, batches, seed, overrides, progress, cache)
+
+
+def background_rows(job, gpus, fabric, background: list[BackgroundJob], seed: int = 0):
+    """Each background job's iteration alone and shared with the new job (``job`` at
+    ``gpus``) and the other background jobs: ``[{name, iteration_s_alone,
+    iteration_s_shared, slowdown}]``."""
+    from netsim.hardware import get_hardware
+    from netsim.workload import predict
+
+    traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
     mine = network_batches(job, gpus)
+    rows = []
     for b in background:
         bhw = get_hardware(b.job.gpu)
         alone = predict(b.job, fabric, bhw, placement=b.gpu_of_rank,
@@ -440,9 +476,9 @@ def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=N
         others = mine + [x for k, v in traffic.items() if k != b.name for x in v]
         shared = predict(b.job, fabric, bhw, placement=b.gpu_of_rank,
                          comm_model=comm_model(fabric, bhw, others, seed)).iteration_s
-        out.background.append({"name": b.name, "iteration_s_alone": alone,
-                               "iteration_s_shared": shared, "slowdown": shared / alone})
-    return out
+        rows.append({"name": b.name, "iteration_s_alone": alone,
+                     "iteration_s_shared": shared, "slowdown": shared / alone})
+    return rows
 
 
 # ------------------------------------------------------------------------------ busy uplinks

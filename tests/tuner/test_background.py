@@ -185,3 +185,34 @@ def test_exact_drop_gives_the_rates_of_the_plain_merge():
             entries.append(sum(m.inc.e_flow.size for m in cm._merged.values()))
         np.testing.assert_array_equal(times[0], times[1])
         assert entries[0] < entries[1]  # the drop did drop links
+
+
+@pytest.mark.parametrize("extra", [["--straggler", "3:1.5"], ["--megascale"],
+                                   ["--ptb", "--swa", "256", "--straggler", "0:2"]])
+def test_background_takes_the_compute_model(tiny, tmp_path, capsys, extra):
+    """--background combines with --straggler and the MegaScale switches: an empty
+    background gives exactly the plain prediction with them, a busy one a slower one."""
+    from topologies.files import save_fabric
+    from tuner.cli import main
+
+    save_fabric(tiny, tmp_path / "fabric.json")
+    (tmp_path / "job.yaml").write_text("model: gpt3-1.3b\ntp: 8\npp: 1\ndp: 2\n"
+                                       "global_batch: 8\n")
+    (tmp_path / "EMPTY.yaml").write_text("jobs: []\n")
+    (tmp_path / "RUNNING.yaml").write_text(
+        "jobs:\n  - {name: a, job: job.yaml, gpus: \"8-15,40-47\"}\n")
+    (tmp_path / "p.txt").write_text(" ".join(map(str, on([2, 6]))))
+    args = ["predict", "--fabric", str(tmp_path / "fabric.json"), "--job",
+            str(tmp_path / "job.yaml"), "--placement", str(tmp_path / "p.txt"), "--json"]
+    runs = []
+    for more in ([], ["--background", str(tmp_path / "EMPTY.yaml")],
+                 ["--background", str(tmp_path / "RUNNING.yaml")]):
+        assert main(args + extra + more) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    plain, empty, busy = runs
+    assert empty.pop("background") == []
+    assert empty == plain
+    assert busy["iteration_s"] > plain["iteration_s"]
+    assert busy["compute_s"] == plain["compute_s"]  # the same compute model
+    assert main(args + ["--json"]) == 0
+    assert plain["iteration_s"] != json.loads(capsys.readouterr().out)["iteration_s"]

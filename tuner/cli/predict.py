@@ -218,8 +218,13 @@ def run(args: argparse.Namespace) -> int:
         bar.set_description(msg)
         bar.update(1)
 
-    comm_model = None
-    if comm == "flow":
+    comm_model, background = None, None
+    if getattr(args, "background", None):
+        from tuner.cli._background import shared_comm
+
+        background, comm_model = shared_comm(args, job, fabric, hw, calibration, placement,
+                                             comm, bar)
+    elif comm == "flow":
         from netsim.workload.flowcomm import FlowCommModel
 
         overrides = calibration.comm_model(hw).overrides if calibration else None
@@ -234,16 +239,13 @@ def run(args: argparse.Namespace) -> int:
             job, hw, opts, comm_model or (calibration.comm_model(hw) if calibration else None),
             calibration.compute_model(hw) if calibration else None)
     shared = None
-    if getattr(args, "background", None):
-        if stragglers:
-            raise ValueError("--straggler with --background: not modelled together; "
-                             "drop one of them")
-        from tuner.cli._background import shared_prediction
+    if background is not None:  # the same compute model, stragglers and PTB wrapper
+        from tuner.background import predict_shared
 
-        if stragglers or compute_model is not None:
-            raise ValueError("--background with --straggler or the MegaScale switches is not "
-                             "supported yet; drop one")
-        shared = shared_prediction(args, job, fabric, hw, calibration, placement, comm, bar)
+        shared = predict_shared(job, fabric, hw, background, placement=placement,
+                                calibration=calibration, seed=args.seed,
+                                comm_model=comm_model, compute_model=compute_model,
+                                stragglers=stragglers or None)
         pred = shared.prediction
     else:
         pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
