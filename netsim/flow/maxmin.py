@@ -113,7 +113,10 @@ def _segment_min(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     out = np.full(size, np.inf)
     if len(keys) == 0:
         return out
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    head = np.empty(len(keys), bool)
+    head[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    starts = np.flatnonzero(head)
     out[keys[starts]] = np.minimum.reduceat(values, starts)
     return out
 
