@@ -5,9 +5,8 @@ servers free at that moment (``tuner.placement``: ``linear`` takes them in the s
 order, ``random`` shuffles them, ``topo`` packs the job's groups, steers clear of the
 uplinks the running jobs keep busy, and ranks its candidates by the shared prediction below,
 never keeping one predicted slower than the scheduler's order). Its iteration time is then
-predicted with the running
-jobs as background (``tuner.background.predict_shared``: their traffic shares every
-flow-engine run), and its slowdown is that time over the same job alone on an idle fabric in
+predicted with the running jobs as background (``tuner.background.predict_shared``: their
+traffic shares every flow-engine run), and its slowdown is that time over the same job alone on an idle fabric in
 the scheduler's order (servers 0, 1, ...). A job's work is a number of iterations (its
 ``duration_s`` alone), so it holds its servers for ``duration_s x slowdown``.
 
