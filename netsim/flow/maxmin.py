@@ -151,25 +151,23 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     rate = np.zeros(nf)
     ceiling = np.full(nf, np.inf) if max_rate is None else np.asarray(max_rate, np.float64)
     residual = capacity.copy()
-    # the entries of unfrozen flows, in flow order and in link order; each round drops those
-    # of the flows it freezes (same entries in the same order as masking the full arrays
-    # gives, so the sums and the result are bit for bit those of the unshrunk loop)
+    # the entries of unfrozen flows (flow order); each round drops those of the flows it
+    # freezes (the same entries in the same order as masking the full arrays gives, so the
+    # sums and the result are bit for bit those of the unshrunk loop)
     ef, el, ew = inc.e_flow, inc.e_link, inc.e_weight
-    ef_l, el_l = inc.e_flow[inc.by_link], inc.e_link[inc.by_link]
     for _ in range(nf + 1):  # each round freezes at least one flow
         if not unfrozen.any():
             break
         keep = unfrozen[ef]
         if not keep.all():
             ef, el, ew = ef[keep], el[keep], ew[keep]
-            keep = unfrozen[ef_l]
-            ef_l, el_l = ef_l[keep], el_l[keep]
         load = np.bincount(el, weights=ew, minlength=nl)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(load > 0, np.maximum(residual, 0.0) / load, np.inf)
         # per-flow level: the tightest share on its path, or its own ceiling
         m_flow = np.minimum(_segment_min(ef, share[el], nf), ceiling)
-        link_min = _segment_min(el_l, m_flow[ef_l], nl)
+        link_min = np.full(nl, np.inf)  # a minimum: the order of the entries cannot matter
+        np.minimum.at(link_min, el, m_flow[ef])
         bottleneck = (load > 0) & (share <= link_min * (1 + _RTOL))
         # flows frozen this round: those on a bottleneck link, and those at their own ceiling
         hit = np.zeros(nf, bool)
