@@ -181,22 +181,27 @@ def figure(jobs: list[dict], streams: list[dict], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2 if streams else 1, figsize=(11 if streams else 6, 4),
+                             squeeze=False)
+    a = axes[0][0]
     for ratio, style in (("1:1", "-"), ("2:1", "--")):
         for k, color in zip(POLICIES, ("C0", "C1", "C2"), strict=True):
             rows = [r for r in jobs if r["oversubscription"] == ratio and r["policy"] == k]
-            a.plot([r["gpus"] for r in rows], [r["slowdown"] for r in rows], style, color=color,
-                   marker="o", label=f"{k} ({ratio})")
+            if rows:
+                a.plot([r["gpus"] for r in rows], [r["slowdown"] for r in rows], style,
+                       color=color, marker="o", label=f"{k} ({ratio})")
     a.set_xscale("log", base=2)
     a.set_xlabel("job size (GPUs)")
     a.set_ylabel("iteration time / alone on the idle fabric")
     a.legend(fontsize=8)
-    labels = [f"{r['policy']}\n{r['oversubscription']}" for r in streams]
-    b.bar(range(len(streams)), [r["mean_slowdown"] for r in streams],
-          color=[("C0", "C1", "C2")[POLICIES.index(r["policy"])] for r in streams])
-    b.set_xticks(range(len(streams)), labels, fontsize=8)
-    b.set_ylabel("replay: mean slowdown over jobs")
-    b.set_ylim(bottom=min(1.0, min(r["mean_slowdown"] for r in streams)) * 0.98)
+    if streams:
+        b = axes[0][1]
+        labels = [f"{r['policy']}\n{r['oversubscription']}" for r in streams]
+        b.bar(range(len(streams)), [r["mean_slowdown"] for r in streams],
+              color=[("C0", "C1", "C2")[POLICIES.index(r["policy"])] for r in streams])
+        b.set_xticks(range(len(streams)), labels, fontsize=8)
+        b.set_ylabel("replay: mean slowdown over jobs")
+        b.set_ylim(bottom=min(1.0, min(r["mean_slowdown"] for r in streams)) * 0.98)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -215,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ratios", default="1:1,2:1", help="fabrics to run: 1:1, 2:1 or both")
     args = ap.parse_args(argv)
     setup = FULL if args.full else (TINY if os.environ.get("NETSIM_NOTEBOOK_SMALL") else SMALL)
-    if args.sizes:
-        setup = replace(setup, sizes=tuple(int(x) for x in args.sizes.split(",")))
+    if args.sizes is not None:  # "" or "0": no part 1
+        setup = replace(setup, sizes=tuple(int(x) for x in args.sizes.split(",")
+                                           if x.strip() not in ("", "0")))
     if args.replay_jobs is not None:
         setup = replace(setup, replay_jobs=args.replay_jobs)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -226,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             write_csv(args.out / "placement.csv", jobs)
         if streams:
             write_csv(args.out / "replay.csv", streams)
-        if jobs and streams:
+        if jobs:
             figure(jobs, streams, args.out / "placement.png")
 
     jobs, streams = run(setup, args.seed, log=lambda m: print(m, file=sys.stderr, flush=True),
