@@ -205,6 +205,16 @@ class _Merged:
     persistent: np.ndarray
 
 
+@dataclass
+class _Background:
+    """Every background commodity in one incidence; ``member[i]``'s constraint is implied by
+    ``rep[i]``'s for the background alone (``flowcomm.dominated_links``)."""
+
+    inc: object
+    member: np.ndarray
+    rep: np.ndarray
+
+
 class SharedFabricCommModel(FlowCommModel):
     """``FlowCommModel`` whose every flow-engine run also carries background traffic.
 
@@ -214,6 +224,9 @@ class SharedFabricCommModel(FlowCommModel):
     """
 
     drop_dominated = False  # a link another implies for the batch alone may carry background
+    exact_drop = True
+    """Drop the links ``_exact_drop`` names after merging (bit-identical rates, fewer entries;
+    False gives the plain merged incidence, which the tests compare against)."""
 
     def __init__(self, fabric, hw, background: list, cache: dict | None = None,
                  **kwargs) -> None:
@@ -224,7 +237,11 @@ class SharedFabricCommModel(FlowCommModel):
             self._built = cache.setdefault("built", {})
             self._paths = cache.get("paths")
             self._cache = cache
+            self._own_dominated = cache.setdefault("own_dominated", {})
         self._bg = None
+        self._bg_all: _Background | None = None
+        if cache is None:
+            self._own_dominated: dict[int, tuple] = {}
         self._merged: dict[int, _Merged] = {}
         self._shared_rate: dict[int, np.ndarray] = {}
 
@@ -250,21 +267,51 @@ class SharedFabricCommModel(FlowCommModel):
             self._bg = parts
         return self._bg
 
+    def _background_all(self) -> _Background:
+        """Every background commodity in one incidence, and its dominated links (built
+        once)."""
+        from netsim.flow.maxmin import Incidence
+        from netsim.workload.flowcomm import dominated_links
+
+        cache = getattr(self, "_cache", None)
+        key = tuple((b.op, np.asarray(b.groups).tobytes(), np.shape(b.groups),
+                     float(b.size_bytes)) for b in self.background)
+        if self._bg_all is None and cache is not None and cache.get("bg_all", (None,))[0] == key:
+            self._bg_all = cache["bg_all"][1]  # the same background as the last model's
+        if self._bg_all is None:
+            parts = self._background_inc()
+            off = np.cumsum([0] + [p.num_flows for p in parts])
+            cat = [np.concatenate(x) if parts else np.empty(0, t) for x, t in (
+                ([p.e_flow + o for p, o in zip(parts, off, strict=False)], np.int64),
+                ([p.e_link for p in parts], np.int64), ([p.e_weight for p in parts], float),
+                ([p.e_count for p in parts], float))]
+            inc = Incidence._build(self.fabric.num_links, int(off[-1]), *cat)
+            cap = np.asarray(self.fabric.link_capacity_bps, np.float64)
+            self._bg_all = _Background(inc, *dominated_links(inc, cap))
+            if cache is not None:
+                cache["bg_all"] = (key, self._bg_all)
+        return self._bg_all
+
     def _merge(self, built) -> _Merged:
         """The batch's commodities first, then the background commodities connected to them
         through shared links (max-min splits over connected components, so the others cannot
-        change the batch's rates: leaving them out is exact and saves time)."""
+        change the batch's rates: leaving them out is exact and saves time), without the
+        links whose constraint another link implies (``_exact_drop``)."""
         from netsim.flow.maxmin import Incidence
 
         key = id(built)
         if key not in self._merged:
-            own = built.inc
-            flow, link, weight, count = _connected(own, self._background_inc())
+            own, bg = built.inc, self._background_all()
+            flow, link, weight, count = _connected(own, bg.inc)
             n = own.num_flows + (int(flow.max()) + 1 if flow.size else 0)
-            merged = Incidence._build(own.num_links, n,
-                                      np.r_[own.e_flow, flow + own.num_flows],
-                                      np.r_[own.e_link, link], np.r_[own.e_weight, weight],
-                                      np.r_[own.e_count, count])
+            e_flow = np.r_[own.e_flow, flow + own.num_flows]
+            e_link = np.r_[own.e_link, link]
+            keep = np.ones(e_link.size, bool)
+            if self.exact_drop:
+                keep = ~_exact_drop(own, built, bg, link, self._own_dominated)[e_link]
+            merged = Incidence._build(own.num_links, n, e_flow[keep], e_link[keep],
+                                      np.r_[own.e_weight, weight][keep],
+                                      np.r_[own.e_count, count][keep])
             persistent = np.arange(n) >= own.num_flows
             self._merged[key] = _Merged(merged, own.num_flows, persistent)
         return self._merged[key]
@@ -304,20 +351,13 @@ class SharedFabricCommModel(FlowCommModel):
         return np.asarray(res.chain_end_ps[:built.num_calls], np.float64) / PS_PER_S
 
 
-def _connected(own, parts: list):
+def _connected(own, bg):
     """Entries (flow renumbered from 0, link, weight, count) of the background commodities
-    in ``parts`` that reach ``own``'s links through a chain of shared links."""
-    if not parts:
-        e = np.empty(0, np.int64)
-        return e, e, np.empty(0), np.empty(0)
-    off = np.cumsum([0] + [p.num_flows for p in parts])
-    flow = np.concatenate([p.e_flow + o for p, o in zip(parts, off, strict=False)])
-    link = np.concatenate([p.e_link for p in parts])
-    weight = np.concatenate([p.e_weight for p in parts])
-    count = np.concatenate([p.e_count for p in parts])
+    of the incidence ``bg`` that reach ``own``'s links through a chain of shared links."""
+    flow, link = bg.e_flow, bg.e_link
     on_link = np.zeros(own.num_links, bool)
     on_link[own.e_link] = True
-    reached = np.zeros(int(off[-1]), bool)
+    reached = np.zeros(bg.num_flows, bool)
     while True:
         hit = np.zeros_like(reached)
         hit[flow[on_link[link]]] = True
@@ -327,7 +367,31 @@ def _connected(own, parts: list):
         on_link[link[reached[flow]]] = True
     keep = reached[flow]
     renumber = np.cumsum(reached) - 1
-    return renumber[flow[keep]], link[keep], weight[keep], count[keep]
+    return renumber[flow[keep]], link[keep], bg.e_weight[keep], bg.e_count[keep]
+
+
+def _exact_drop(own, built, bg: _Background, bg_links: np.ndarray, own_cache: dict):
+    """Links that can leave the merged incidence without changing its max-min allocation:
+    a link dominated for the background alone whose dominating link the batch touches as
+    little (neither of them), and a link dominated for the batch alone that no background
+    commodity touches, nor its dominating link. Dropping them is exact, bit for bit: such a
+    link never holds a share below its dominating link's (the same commodities with the
+    same weights, and no more capacity), so it freezes no commodity that link does not."""
+    from netsim.workload.flowcomm import dominated_links
+
+    nl = own.num_links
+    on_own = np.zeros(nl, bool)
+    on_own[own.e_link] = True
+    on_bg = np.zeros(nl, bool)
+    on_bg[bg_links] = True
+    drop = np.zeros(nl, bool)
+    drop[bg.member[~on_own[bg.member] & ~on_own[bg.rep]]] = True
+    key = id(built)
+    if key not in own_cache:
+        own_cache[key] = dominated_links(own, built.capacity_bps)
+    member, rep = own_cache[key]
+    drop[member[~on_bg[member] & ~on_bg[rep]]] = True
+    return drop
 
 
 # ------------------------------------------------------------------------------ prediction
@@ -358,26 +422,53 @@ def comm_model(fabric, hw, background_batches: list, seed: int = 0, overrides=No
 
 def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=None,
                    calibration=None, seed: int = 0, progress=None,
-                   background_effect: bool = True, cache: dict | None = None) -> SharedPrediction:
+                   background_effect: bool = True, cache: dict | None = None,
+                   comm_model=None, compute_model=None,
+                   stragglers=None) -> SharedPrediction:
     """Predict ``job`` at ``placement`` with ``background`` on the fabric; with
     ``background_effect``, also each background job's iteration alone and shared (with the
     new job and the other background jobs as its background). ``cache``: a dict kept across
-    calls on one fabric, hardware and seed (a replay) to reuse the jobs' connection builds."""
-    from netsim.hardware import get_hardware
+    calls on one fabric, hardware and seed (a replay) to reuse the jobs' connection builds.
+
+    ``comm_model``: the new job's comm model when the caller wraps it (MegaScale's PTB:
+    ``netsim.workload.megascale_opts.apply`` on ``shared_comm_model``); ``compute_model`` and
+    ``stragglers`` go to ``predict`` as in a plain prediction, so that with no background
+    job every combination gives the plain prediction exactly. They describe the new job
+    only: the background jobs' rows are priced without them."""
     from netsim.workload import predict
 
     gpus = np.arange(job.world) if placement is None else np.asarray(placement, np.int64)
     check_disjoint(background, gpus)
-    overrides = calibration.comm_model(hw).overrides if calibration else None
-    traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
-    cm = comm_model(fabric, hw, [x for v in traffic.values() for x in v], seed, overrides,
-                    progress, cache)
+    if comm_model is None:
+        comm_model = shared_comm_model(fabric, hw, background, seed, calibration, progress,
+                                       cache)
     pred = predict(job, fabric, hw, calibration=calibration, placement=placement,
-                   comm_model=cm)
+                   comm_model=comm_model, compute_model=compute_model,
+                   stragglers=stragglers or None)
     out = SharedPrediction(pred)
-    if not background_effect:
-        return out
+    if background_effect:
+        out.background = background_rows(job, gpus, fabric, background, seed)
+    return out
+
+
+def shared_comm_model(fabric, hw, background: list[BackgroundJob], seed: int = 0,
+                      calibration=None, progress=None, cache: dict | None = None):
+    """The flow comm model of a job sharing the fabric with the ``background`` jobs."""
+    overrides = calibration.comm_model(hw).overrides if calibration else None
+    batches = [x for b in background for x in network_batches(b.job, b.gpu_of_rank)]
+    return comm_model(fabric, hw, batches, seed, overrides, progress, cache)
+
+
+def background_rows(job, gpus, fabric, background: list[BackgroundJob], seed: int = 0):
+    """Each background job's iteration alone and shared with the new job (``job`` at
+    ``gpus``) and the other background jobs: ``[{name, iteration_s_alone,
+    iteration_s_shared, slowdown}]``."""
+    from netsim.hardware import get_hardware
+    from netsim.workload import predict
+
+    traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
     mine = network_batches(job, gpus)
+    rows = []
     for b in background:
         bhw = get_hardware(b.job.gpu)
         alone = predict(b.job, fabric, bhw, placement=b.gpu_of_rank,
@@ -385,9 +476,9 @@ def predict_shared(job, fabric, hw, background: list[BackgroundJob], placement=N
         others = mine + [x for k, v in traffic.items() if k != b.name for x in v]
         shared = predict(b.job, fabric, bhw, placement=b.gpu_of_rank,
                          comm_model=comm_model(fabric, bhw, others, seed)).iteration_s
-        out.background.append({"name": b.name, "iteration_s_alone": alone,
-                               "iteration_s_shared": shared, "slowdown": shared / alone})
-    return out
+        rows.append({"name": b.name, "iteration_s_alone": alone,
+                     "iteration_s_shared": shared, "slowdown": shared / alone})
+    return rows
 
 
 # ------------------------------------------------------------------------------ busy uplinks

@@ -2,10 +2,11 @@
 
 Every job is a 3D-parallel GPT job on whole servers. At its start the policy places it on the
 servers free at that moment (``tuner.placement``: ``linear`` takes them in the scheduler's
-order, ``random`` shuffles them, ``topo`` packs the job's groups and steers clear of the
-uplinks the running jobs keep busy). Its iteration time is then predicted with the running
-jobs as background (``tuner.background.predict_shared``: their traffic shares every
-flow-engine run), and its slowdown is that time over the same job alone on an idle fabric in
+order, ``random`` shuffles them, ``topo`` packs the job's groups, steers clear of the
+uplinks the running jobs keep busy, and ranks its candidates by the shared prediction below,
+never keeping one predicted slower than the scheduler's order). Its iteration time is then
+predicted with the running jobs as background (``tuner.background.predict_shared``: their
+traffic shares every flow-engine run), and its slowdown is that time over the same job alone on an idle fabric in
 the scheduler's order (servers 0, 1, ...). A job's work is a number of iterations (its
 ``duration_s`` alone), so it holds its servers for ``duration_s x slowdown``.
 
@@ -23,6 +24,7 @@ import csv
 import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -215,6 +217,7 @@ class _Replay:
         self.rng = np.random.default_rng(seed)
         self.result = PolicyResult(policy)
         self.cache: dict = {}  # connection builds shared by every prediction of this replay
+        self.scored: dict = {}  # (job, placement) -> shared iteration time, for one start
 
     def fragmentation(self) -> float:
         """Share of the free servers that sit in ToR sets with some server taken (0: every
@@ -226,19 +229,36 @@ class _Replay:
         return float((self.free & busy_set[sets]).sum() / nfree) if nfree else 0.0
 
     def place(self, cj: ClusterJob):
-        from tuner.placement import background_locality, measure, place
+        """The policy's placement of ``cj`` on the free servers and its traffic measures.
+        ``topo`` ranks its candidates by ``shared_s`` (the figure the replay judges them by)
+        and keeps none predicted slower than the scheduler's order (``linear``'s choice)."""
+        from tuner.placement import background_locality, job_traffic, measure, place
 
         free = np.flatnonzero(self.free).tolist()
-        loc = self.loc
+        loc, score = self.loc, None
         if self.policy == "topo":
             loc = background_locality(self.fabric, list(self.running.values()), self.seed,
                                       self.loc, self.cache)
+            score = partial(self.shared_s, cj)
         rng = np.random.default_rng([self.seed, len(self.result.jobs)])
         p = place(self.fabric, cj.job, self.policy, free, rng=rng,
-                  search_iterations=self.iterations, loc=loc)
-        from tuner.placement import job_traffic
-
+                  search_iterations=self.iterations, loc=loc, score=score)
         return p.gpu_of_rank, measure(p.gpu_of_rank, job_traffic(cj.job), self.loc)
+
+    def shared_s(self, cj: ClusterJob, gpus: np.ndarray) -> float:
+        """Iteration time of ``cj`` at ``gpus`` with the running jobs as background (kept per
+        placement until the job starts: the figure the candidate was ranked by is the one
+        recorded)."""
+        from netsim.hardware import get_hardware
+        from tuner.background import predict_shared
+
+        key = (cj.name, np.asarray(gpus, np.int64).tobytes())
+        if key not in self.scored:
+            self.scored[key] = predict_shared(
+                cj.job, self.fabric, get_hardware(cj.job.gpu), list(self.running.values()),
+                placement=gpus, seed=self.seed, background_effect=False,
+                cache=self.cache).prediction.iteration_s
+        return self.scored[key]
 
 
 def simulate(fabric, jobs: list[ClusterJob], policies=POLICIES, seed: int = 0,
@@ -313,14 +333,11 @@ def _start_fitting(st: _Replay, jobs, queue: list[int], t: float, events, alone)
 
 
 def _start(st: _Replay, cj: ClusterJob, t: float, alone) -> JobRecord:
-    from netsim.hardware import get_hardware
-    from tuner.background import BackgroundJob, predict_shared
+    from tuner.background import BackgroundJob
 
     gpus, traffic = st.place(cj)
-    hw = get_hardware(cj.job.gpu)
-    shared = predict_shared(cj.job, st.fabric, hw, list(st.running.values()), placement=gpus,
-                            seed=st.seed, background_effect=False,
-                            cache=st.cache).prediction.iteration_s
+    shared = st.shared_s(cj, gpus)
+    st.scored.clear()
     t_alone = alone(cj.job, st.seed)
     st.running[cj.name] = BackgroundJob(cj.name, cj.job, gpus)
     st.free[np.unique(gpus // st.gps)] = False

@@ -562,6 +562,10 @@ def verdict(results: dict[str, Placement]) -> str:
         if abs(change) < SCORE_RTOL:
             out += (f"; predicted iteration {lin.iteration_s:.4f} vs {t.iteration_s:.4f} s, "
                     f"equal within {SCORE_RTOL:.1%}")
+            if not same:  # why moving bytes off the uplinks gains nothing
+                out += ("; topo gives no gain over linear: the links its layout relieves do "
+                        "not limit the iteration (their collectives are not the slowest, or "
+                        "overlap compute)")
         else:
             out += (f"; predicted iteration {lin.iteration_s:.4f} -> {t.iteration_s:.4f} s "
                     f"({change:+.2%} throughput)")

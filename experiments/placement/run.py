@@ -27,7 +27,7 @@ import csv
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -144,16 +144,25 @@ def replay(fabric, ratio: str, n: int, seed: int, iterations: int) -> list[dict]
     return rows
 
 
-def run(setup: Setup, seed: int = 0, log=print) -> tuple[list[dict], list[dict]]:
-    """Both parts on both fabrics; returns (one-job rows, replay rows)."""
+def run(setup: Setup, seed: int = 0, log=print, ratios=("1:1", "2:1"),
+        done=None) -> tuple[list[dict], list[dict]]:
+    """Both parts on the fabrics of ``ratios``; returns (one-job rows, replay rows).
+    ``done(jobs, streams)`` is called after every step (to write what has run so far)."""
     t0 = time.perf_counter()
     jobs, streams = [], []
     for ratio, fabric in fabrics(setup).items():
+        if ratio not in ratios:
+            continue
         for gpus in setup.sizes:
             jobs += one_job(fabric, ratio, gpus, seed, setup.search_iterations)
             log(f"placement: {fabric.name} {gpus} GPUs  {time.perf_counter() - t0:.0f} s")
-        streams += replay(fabric, ratio, setup.replay_jobs, seed, setup.search_iterations)
-        log(f"placement: {fabric.name} replay  {time.perf_counter() - t0:.0f} s")
+            if done:
+                done(jobs, streams)
+        if setup.replay_jobs:
+            streams += replay(fabric, ratio, setup.replay_jobs, seed, setup.search_iterations)
+            log(f"placement: {fabric.name} replay  {time.perf_counter() - t0:.0f} s")
+            if done:
+                done(jobs, streams)
     return jobs, streams
 
 
@@ -172,22 +181,27 @@ def figure(jobs: list[dict], streams: list[dict], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2 if streams else 1, figsize=(11 if streams else 6, 4),
+                             squeeze=False)
+    a = axes[0][0]
     for ratio, style in (("1:1", "-"), ("2:1", "--")):
         for k, color in zip(POLICIES, ("C0", "C1", "C2"), strict=True):
             rows = [r for r in jobs if r["oversubscription"] == ratio and r["policy"] == k]
-            a.plot([r["gpus"] for r in rows], [r["slowdown"] for r in rows], style, color=color,
-                   marker="o", label=f"{k} ({ratio})")
+            if rows:
+                a.plot([r["gpus"] for r in rows], [r["slowdown"] for r in rows], style,
+                       color=color, marker="o", label=f"{k} ({ratio})")
     a.set_xscale("log", base=2)
     a.set_xlabel("job size (GPUs)")
     a.set_ylabel("iteration time / alone on the idle fabric")
     a.legend(fontsize=8)
-    labels = [f"{r['policy']}\n{r['oversubscription']}" for r in streams]
-    b.bar(range(len(streams)), [r["mean_slowdown"] for r in streams],
-          color=[("C0", "C1", "C2")[POLICIES.index(r["policy"])] for r in streams])
-    b.set_xticks(range(len(streams)), labels, fontsize=8)
-    b.set_ylabel("replay: mean slowdown over jobs")
-    b.set_ylim(bottom=min(1.0, min(r["mean_slowdown"] for r in streams)) * 0.98)
+    if streams:
+        b = axes[0][1]
+        labels = [f"{r['policy']}\n{r['oversubscription']}" for r in streams]
+        b.bar(range(len(streams)), [r["mean_slowdown"] for r in streams],
+              color=[("C0", "C1", "C2")[POLICIES.index(r["policy"])] for r in streams])
+        b.set_xticks(range(len(streams)), labels, fontsize=8)
+        b.set_ylabel("replay: mean slowdown over jobs")
+        b.set_ylim(bottom=min(1.0, min(r["mean_slowdown"] for r in streams)) * 0.98)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -199,14 +213,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="megascale sizes (long)")
     ap.add_argument("-o", "--out", type=Path, default=Path("experiments/placement/results"))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sizes", default=None,
+                    help="comma list of job sizes (GPUs) of part 1 instead of the setup's")
+    ap.add_argument("--replay-jobs", type=int, default=None,
+                    help="jobs of the replay instead of the setup's (0: no replay)")
+    ap.add_argument("--ratios", default="1:1,2:1", help="fabrics to run: 1:1, 2:1 or both")
     args = ap.parse_args(argv)
     setup = FULL if args.full else (TINY if os.environ.get("NETSIM_NOTEBOOK_SMALL") else SMALL)
+    if args.sizes is not None:  # "" or "0": no part 1
+        setup = replace(setup, sizes=tuple(int(x) for x in args.sizes.split(",")
+                                           if x.strip() not in ("", "0")))
+    if args.replay_jobs is not None:
+        setup = replace(setup, replay_jobs=args.replay_jobs)
     args.out.mkdir(parents=True, exist_ok=True)
-    jobs, streams = run(setup, args.seed, log=lambda m: print(m, file=sys.stderr, flush=True))
-    for p in (write_csv(args.out / "placement.csv", jobs),
-              write_csv(args.out / "replay.csv", streams),
-              figure(jobs, streams, args.out / "placement.png")):
-        print(f"wrote {p}")
+
+    def done(jobs, streams):  # what has run so far, rewritten after every step
+        if jobs:
+            write_csv(args.out / "placement.csv", jobs)
+        if streams:
+            write_csv(args.out / "replay.csv", streams)
+        if jobs:
+            figure(jobs, streams, args.out / "placement.png")
+
+    jobs, streams = run(setup, args.seed, log=lambda m: print(m, file=sys.stderr, flush=True),
+                        ratios=tuple(args.ratios.split(",")), done=done)
+    for name in ("placement.csv", "replay.csv", "placement.png"):
+        if (args.out / name).exists():
+            print(f"wrote {args.out / name}")
     return 0
 
 

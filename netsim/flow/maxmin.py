@@ -113,7 +113,10 @@ def _segment_min(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     out = np.full(size, np.inf)
     if len(keys) == 0:
         return out
-    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+    head = np.empty(len(keys), bool)
+    head[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=head[1:])
+    starts = np.flatnonzero(head)
     out[keys[starts]] = np.minimum.reduceat(values, starts)
     return out
 
@@ -148,23 +151,23 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     rate = np.zeros(nf)
     ceiling = np.full(nf, np.inf) if max_rate is None else np.asarray(max_rate, np.float64)
     residual = capacity.copy()
-    # entries of the flows still unfrozen, in flow order and in link order; compacted as flows
-    # freeze, so a round costs what is left (same entries, same order: the same sums)
-    keep = unfrozen[inc.e_flow]
-    ef, el, ew = inc.e_flow[keep], inc.e_link[keep], inc.e_weight[keep]
-    efl, ell = inc.e_flow[inc.by_link], inc.e_link[inc.by_link]
-    keep_l = unfrozen[efl]
-    efl, ell = efl[keep_l], ell[keep_l]
+    # the entries of unfrozen flows (flow order); each round drops those of the flows it
+    # freezes (the same entries in the same order as masking the full arrays gives, so the
+    # sums and the result are bit for bit those of the unshrunk loop)
+    ef, el, ew = inc.e_flow, inc.e_link, inc.e_weight
     for _ in range(nf + 1):  # each round freezes at least one flow
         if not unfrozen.any():
             break
+        keep = unfrozen[ef]
+        if not keep.all():
+            ef, el, ew = ef[keep], el[keep], ew[keep]
         load = np.bincount(el, weights=ew, minlength=nl)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(load > 0, np.maximum(residual, 0.0) / load, np.inf)
         # per-flow level: the tightest share on its path, or its own ceiling
-        m_flow = _segment_min(ef, share[el], nf)
-        m_flow = np.minimum(m_flow, ceiling)
-        link_min = _segment_min(ell, m_flow[efl], nl)
+        m_flow = np.minimum(_segment_min(ef, share[el], nf), ceiling)
+        link_min = np.full(nl, np.inf)  # a minimum: the order of the entries cannot matter
+        np.minimum.at(link_min, el, m_flow[ef])
         bottleneck = (load > 0) & (share <= link_min * (1 + _RTOL))
         # flows frozen this round: those on a bottleneck link, and those at their own ceiling
         hit = np.zeros(nf, bool)
@@ -183,9 +186,6 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
         sel = hit[ef]
         residual -= np.bincount(el[sel], weights=ew[sel] * rate[ef[sel]], minlength=nl)
         unfrozen &= ~hit
-        stay, stay_l = unfrozen[ef], unfrozen[efl]
-        ef, el, ew = ef[stay], el[stay], ew[stay]
-        efl, ell = efl[stay_l], ell[stay_l]
     return rate
 
 

@@ -426,6 +426,20 @@ def _drop_dominated(inc, capacity: np.ndarray):
     """
     from netsim.flow.maxmin import Incidence
 
+    member, _ = dominated_links(inc, capacity)
+    if len(member) == 0:
+        return inc
+    drop = np.zeros(inc.num_links, bool)
+    drop[member] = True
+    keep = ~drop[inc.e_link]
+    return Incidence._build(inc.num_links, inc.num_flows, inc.e_flow[keep], inc.e_link[keep],
+                            inc.e_weight[keep], inc.e_count[keep])
+
+
+def dominated_links(inc, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Links whose constraint another link implies, and that link: ``(member, rep)`` with
+    ``member[i]`` carrying exactly the commodities of ``rep[i]`` with the same weights and
+    no less capacity. A ``rep`` is never a ``member``."""
     order = inc.by_link  # entries by link, commodities ascending within a link
     link, flow, weight = inc.e_link[order], inc.e_flow[order], inc.e_weight[order]
     count = np.bincount(link, minlength=inc.num_links)
@@ -446,8 +460,9 @@ def _drop_dominated(inc, capacity: np.ndarray):
     rep = cand[np.maximum.accumulate(np.where(head, np.arange(len(cand)), 0))]
     member = cand[~head]
     rep_of = rep[~head]
+    empty = np.empty(0, np.int64)
     if len(member) == 0:
-        return inc
+        return empty, empty
     start = np.r_[0, np.cumsum(count)[:-1]]
     n = count[member]
     pos = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
@@ -455,11 +470,8 @@ def _drop_dominated(inc, capacity: np.ndarray):
     b = np.repeat(start[rep_of], n) + pos
     equal = ((flow[a] == flow[b]) & (weight[a] == weight[b])).astype(np.uint8)
     ok = np.minimum.reduceat(equal, np.r_[0, np.cumsum(n)[:-1]]).astype(bool)
-    drop = np.zeros(inc.num_links, bool)
-    drop[member[ok & (capacity[member] >= capacity[rep_of])]] = True
-    keep = ~drop[inc.e_link]
-    return Incidence._build(inc.num_links, inc.num_flows, inc.e_flow[keep], inc.e_link[keep],
-                            inc.e_weight[keep], inc.e_count[keep])
+    ok &= capacity[member] >= capacity[rep_of]
+    return member[ok], rep_of[ok]
 
 
 def _first_same(srv: np.ndarray) -> np.ndarray:

@@ -158,3 +158,61 @@ def test_topo_placement_avoids_busy_uplinks():
     assert "quieter" not in verdict(res) and "background leaves free" in verdict(res)
     # the background's servers are never handed out
     assert not set(servers["random"]) & {0, 4}
+
+
+def test_exact_drop_gives_the_rates_of_the_plain_merge():
+    """Dropping dominated links after merging the background (``exact_drop``) leaves every
+    time bit for bit as the plain merged incidence gives, for scattered and packed jobs."""
+    from netsim.workload.comm import CommBatch, fabric_locality
+    from tuner.background import SharedFabricCommModel, network_batches
+
+    fabric = clos3(Clos3Spec(name="m128", servers=16, servers_per_tor_group=4))
+    rng = np.random.default_rng(3)
+    gpus = rng.permutation(len(fabric.gpus))
+    bg_job = JobSpec(model="gpt3-1.3b", tp=8, pp=2, dp=3)
+    bg = network_batches(bg_job, gpus[:48])
+    loc = fabric_locality(fabric)
+    new = gpus[48:112].reshape(8, 8)
+    batches = [CommBatch("all_reduce", "dp", new.T.copy(), 3e8),
+               CommBatch("all_reduce", "embedding", new[:, :2].copy(), 5e7),
+               CommBatch("send", "pp", new[:, :2].copy(), 1e7)]
+    for batch in batches:
+        times, entries = [], []
+        for drop in (True, False):
+            cm = SharedFabricCommModel(fabric, A100, bg, cache={})
+            cm.exact_drop = drop
+            times.append(cm.batch_s(batch, loc))
+            entries.append(sum(m.inc.e_flow.size for m in cm._merged.values()))
+        np.testing.assert_array_equal(times[0], times[1])
+        assert entries[0] < entries[1]  # the drop did drop links
+
+
+@pytest.mark.parametrize("extra", [["--straggler", "3:1.5"], ["--megascale"],
+                                   ["--ptb", "--swa", "256", "--straggler", "0:2"]])
+def test_background_takes_the_compute_model(tiny, tmp_path, capsys, extra):
+    """--background combines with --straggler and the MegaScale switches: an empty
+    background gives exactly the plain prediction with them, a busy one a slower one."""
+    from topologies.files import save_fabric
+    from tuner.cli import main
+
+    save_fabric(tiny, tmp_path / "fabric.json")
+    (tmp_path / "job.yaml").write_text("model: gpt3-1.3b\ntp: 8\npp: 1\ndp: 2\n"
+                                       "global_batch: 8\n")
+    (tmp_path / "EMPTY.yaml").write_text("jobs: []\n")
+    (tmp_path / "RUNNING.yaml").write_text(
+        "jobs:\n  - {name: a, job: job.yaml, gpus: \"8-15,40-47\"}\n")
+    (tmp_path / "p.txt").write_text(" ".join(map(str, on([2, 6]))))
+    args = ["predict", "--fabric", str(tmp_path / "fabric.json"), "--job",
+            str(tmp_path / "job.yaml"), "--placement", str(tmp_path / "p.txt"), "--json"]
+    runs = []
+    for more in ([], ["--background", str(tmp_path / "EMPTY.yaml")],
+                 ["--background", str(tmp_path / "RUNNING.yaml")]):
+        assert main(args + extra + more) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    plain, empty, busy = runs
+    assert empty.pop("background") == []
+    assert empty == plain
+    assert busy["iteration_s"] > plain["iteration_s"]
+    assert busy["compute_s"] == plain["compute_s"]  # the same compute model
+    assert main(args + ["--json"]) == 0
+    assert plain["iteration_s"] != json.loads(capsys.readouterr().out)["iteration_s"]

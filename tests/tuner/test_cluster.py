@@ -91,3 +91,19 @@ def test_cli_json_keys_and_progress(tmp_path, capsys):
     assert (tmp_path / "fig" / "cluster.png").stat().st_size > 0
     assert main(["cluster", "simulate", "--fabric", "leaf-spine-64", "--jobs", "2",
                  "--policy", "best"]) == 2
+
+
+_SEEDS = [pytest.param(s, marks=pytest.mark.slow) if s < 2 else s for s in range(4)]
+
+
+@pytest.mark.parametrize("seed", _SEEDS)
+@pytest.mark.parametrize("fabric", ["small_clos", "small_clos_2to1"])
+def test_topo_never_worse_than_linear(fabric, seed, request):
+    """The replay's topo ranks its candidates by the shared prediction it is judged by and
+    keeps none predicted slower than the scheduler's order, so over a replay its mean
+    slowdown is no worse than linear's (1:1 and 2:1, several seeds)."""
+    f = request.getfixturevalue(fabric)
+    jobs = generate_jobs(20, len(f.gpus), seed=seed)
+    res = simulate(f, jobs, ("linear", "topo"), seed=seed, search_iterations=100)
+    m = {k: v.to_json()["mean_slowdown"] for k, v in res.items()}
+    assert m["topo"] <= m["linear"], m

@@ -16,18 +16,18 @@ def load(args, fabric):
     return load_background(args.background, fabric)
 
 
-def shared_prediction(args, job, fabric, hw, calibration, placement, comm: str, bar):
-    """``tuner.background.predict_shared`` for ``netsim predict --background``."""
-    from tuner.background import predict_shared
+def shared_comm(args, job, fabric, hw, calibration, placement, comm: str, bar):
+    """The background jobs of ``args.background`` (checked against the new job's GPUs) and
+    the comm model the new job shares the fabric with them in (before any wrapper)."""
+    from tuner.background import shared_comm_model
 
     if comm != "flow":
         raise ValueError("--background needs --comm flow: the jobs share the fabric in the "
                          "flow engine")
     background = load(args, fabric)
     _check_disjoint_named(args.background, background, job, placement)
-    return predict_shared(job, fabric, hw, background, placement=placement,
-                          calibration=calibration, seed=args.seed,
-                          progress=bar.set_description)
+    return background, shared_comm_model(fabric, hw, background, args.seed, calibration,
+                                         bar.set_description)
 
 
 def _check_disjoint_named(path, background, job, placement) -> None:

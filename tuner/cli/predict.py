@@ -95,8 +95,7 @@ def _add_megascale_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--swa", type=int, default=0, metavar="WINDOW",
                    help="sliding-window attention over WINDOW tokens (0 = full attention)")
     g.add_argument("--efficient-ops", action="store_true",
-                   help="FlashAttention-2 and fused LayerNorm/GeLU (element-wise bytes x "
-                   "fused_bytes_fraction, default 1.0: see netsim.workload.megascale_opts)")
+                   help="fused element-wise kernels and FlashAttention")
     g.add_argument("--lamb", action="store_true", help="LAMB: global batch x3")
     g.add_argument("--megascale", action="store_true",
                    help="all of the above (window 512 unless --swa) and every MegaScale overlap")
@@ -183,11 +182,12 @@ def run(args: argparse.Namespace) -> int:
     stragglers, fabric = _what_ifs_and_fabric(args, bar)
     bar.update(1)
     placement = _read_placement(args.placement, fabric, job.world) if args.placement else None
-    comm_model = _flow_comm_model(args, fabric, hw, calibration, bar) if comm == "flow" else None
+    background, comm_model = _comm_model(args, job, fabric, hw, calibration, placement, comm,
+                                         bar)
     opts = _megascale_opts(args)
     job, hw, comm_model, compute_model = _with_megascale(job, hw, opts, comm_model, calibration)
-    pred, shared = _prediction(args, job, fabric, hw, calibration, placement, comm, comm_model,
-                               compute_model, stragglers, bar)
+    pred, shared = _prediction(args, job, fabric, hw, calibration, placement, background,
+                               comm_model, compute_model, stragglers, bar)
     bar.close()
     if args.json:
         print_json(_json_report(pred, shared, opts, fabric, comm, hw))
@@ -249,6 +249,19 @@ def _what_ifs_and_fabric(args: argparse.Namespace, bar):
     return stragglers, fabric
 
 
+def _comm_model(args: argparse.Namespace, job, fabric, hw, calibration, placement, comm: str,
+                bar):
+    """(background jobs or None, comm model or None): with ``--background`` the model the new
+    job shares the fabric in, else the flow engine's model on ``--comm flow``."""
+    if getattr(args, "background", None):
+        from tuner.cli._background import shared_comm
+
+        return shared_comm(args, job, fabric, hw, calibration, placement, comm, bar)
+    if comm != "flow":
+        return None, None
+    return None, _flow_comm_model(args, fabric, hw, calibration, bar)
+
+
 def _flow_comm_model(args: argparse.Namespace, fabric, hw, calibration, bar):
     from netsim.workload.flowcomm import FlowCommModel
 
@@ -267,23 +280,19 @@ def _with_megascale(job, hw, opts, comm_model, calibration):
                  calibration.compute_model(hw) if calibration else None)
 
 
-def _prediction(args, job, fabric, hw, calibration, placement, comm, comm_model, compute_model,
-                stragglers, bar):
-    """(prediction, shared-fabric result or None): with ``--background``, the job and the
-    background jobs on one fabric."""
-    from netsim.workload import predict
+def _prediction(args, job, fabric, hw, calibration, placement, background, comm_model,
+                compute_model, stragglers, bar):
+    """(prediction, shared-fabric result or None): with background jobs, the new job and them
+    on one fabric, with the same compute model, stragglers and MegaScale wrapper."""
+    if background is not None:
+        from tuner.background import predict_shared
 
-    if getattr(args, "background", None):
-        if stragglers:
-            raise ValueError("--straggler with --background: not modelled together; "
-                             "drop one of them")
-        from tuner.cli._background import shared_prediction
-
-        if stragglers or compute_model is not None:
-            raise ValueError("--background with --straggler or the MegaScale switches is not "
-                             "supported yet; drop one")
-        shared = shared_prediction(args, job, fabric, hw, calibration, placement, comm, bar)
+        shared = predict_shared(job, fabric, hw, background, placement=placement,
+                                calibration=calibration, seed=args.seed,
+                                comm_model=comm_model, compute_model=compute_model,
+                                stragglers=stragglers or None)
         return shared.prediction, shared
+    from netsim.workload import predict
 
     def say(msg: str) -> None:
         bar.set_description(msg)
