@@ -173,12 +173,6 @@ def job_traffic(job) -> TrafficEdges:
         np.concatenate([np.full(p[0].size, p[3]) for p in parts]))
 
 
-def dominant_traffic(traffic: TrafficEdges) -> tuple[str, dict[str, float]]:
-    """The kind with the most network bytes per iteration, and the bytes of every kind."""
-    kinds = {str(k): traffic.total(str(k)) for k in np.unique(traffic.kind)}
-    return (max(kinds, key=kinds.get) if kinds else "none"), kinds
-
-
 @dataclass
 class Placement:
     """``gpu_of_rank[r]`` = position in ``fabric.gpus`` of rank r, with its traffic metrics."""

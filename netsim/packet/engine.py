@@ -418,10 +418,6 @@ class PacketSim(RcTransport):
             else:
                 self._kick(lk, self.P_busy[lk])
 
-    def _uniform(self):
-        """A uniform draw from the seeded generator, drawn in blocks (one numpy call per 4096)."""
-        return next(self._draws)
-
     # ---------------------------------------------------------------- faults
     def _link_state(self, t, lk, up):
         """Cable of link *lk* (both directions) goes down or comes back up."""
