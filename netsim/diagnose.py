@@ -72,6 +72,9 @@ class StepTimes:
     comm_s: np.ndarray
     layer_s: np.ndarray
     """Mean compute of one transformer-layer record (forward or backward), per rank-step."""
+    work_s: np.ndarray | None = None
+    """The step's compute as its least-disturbed records measure it (``least_work``): per
+    record kind, the shortest record of the step times the number of records of the kind."""
 
 
 @dataclass
@@ -144,8 +147,10 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
     n = len(run.ranks)
     comp, comm = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
     layer_sum, layer_n = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
+    work = np.zeros((n, len(steps)))
     for i, rank in enumerate(run.ranks):
         spans = _blocking(rank)
+        kinds: dict[tuple, list[float]] = defaultdict(list)
         for c in rank.compute:
             j = col.get(c["step"])
             if j is None or c["phase"] not in COMPUTE_PHASES:
@@ -155,6 +160,7 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
                 t = max(0.0, c["end_s"] - c["start_s"] - _overlap_s(spans, c["start_s"],
                                                                     c["end_s"]))
             comp[i, j] += t
+            kinds[(j, c["phase"], c.get("name", "layer"))].append(t)
             if c.get("name", "layer") == "layer" and c["phase"] != "optimizer":
                 layer_sum[i, j] += t
                 layer_n[i, j] += 1
@@ -162,8 +168,19 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
             j = col.get(c["step"])
             if j is not None and not c.get("overlapped"):
                 comm[i, j] += c["end_s"] - c["start_s"]
+        for (j, _phase, _name), ts in kinds.items():
+            work[i, j] += least_work(ts)
     layer = np.divide(layer_sum, layer_n, out=np.zeros_like(layer_sum), where=layer_n > 0)
-    return StepTimes(steps=steps, compute_s=comp, comm_s=comm, layer_s=layer)
+    return StepTimes(steps=steps, compute_s=comp, comm_s=comm, layer_s=layer, work_s=work)
+
+
+def least_work(times_s: list[float]) -> float:
+    """The work of a step's records of one kind (the same phase and module: the same
+    computation, repeated over micro-batches and layers) as its least-disturbed record
+    measures it: the shortest record times their number. Another process sharing the core
+    only ever adds time to a record (its CPU time too: the caches it evicts are refilled on
+    this rank's account), while a slower rank is slower in every record."""
+    return min(times_s) * len(times_s)
 
 
 def max_confidence(k: int, n: int, rows: int) -> float:
@@ -250,28 +267,73 @@ def find_stragglers(run: TraceRun, times: StepTimes,
                     threshold: float = STRAGGLER_SLOWDOWN) -> list[Straggler]:
     """Ranks slower than the other ranks of their role (module doc).
 
-    Stages of at least ``MIN_PEERS`` ranks compare their ranks' compute; the ranks of smaller
-    stages are compared by their mean per-layer compute with every rank's (threshold
+    A role is a pipeline stage (the same work); ranks are compared by their least-disturbed
+    work per step (``StepTimes.work_s``). Stages of at least ``MIN_PEERS`` ranks: each rank
+    against the median of the others (``outliers``). Stages of two ranks: the two against
+    each other (``pair_outliers``), the noise measured on the other pairs. Ranks alone in
+    their stage are compared by their mean per-layer compute with every rank's (threshold
     ``SMALL_STAGE_SLOWDOWN``), when there are at least ``MIN_PEERS`` ranks with layer records.
     """
     ranks, hosts = _rank_ids(run)
     stages = _stages(run)
-    groups = [(f"stage {s}", idx, times.compute_s[idx], threshold)
-              for s, idx in stages.items() if len(idx) >= MIN_PEERS]
-    small = {i for idx in stages.values() if len(idx) < MIN_PEERS for i in idx}
-    with_layers = [i for i in range(len(ranks)) if (times.layer_s[i] > 0).all()]
-    if small and len(with_layers) >= MIN_PEERS:
-        groups.append(("per-layer compute, all stages", with_layers,
-                       times.layer_s[with_layers], max(threshold, SMALL_STAGE_SLOWDOWN)))
-    out = []
-    for role, idx, values, thr in groups:
-        for row, slow, conf in outliers(values, thr):
-            i = idx[row]
-            if role.startswith("per-layer") and i not in small:
-                continue  # assessed within its own stage
-            out.append(Straggler(rank=ranks[i], host=hosts[i], slowdown=slow, confidence=conf,
-                                 role=role))
+    work = times.work_s if times.work_s is not None else times.compute_s
+    found: list[tuple[str, int, float, float]] = []
+    for s, idx in stages.items():
+        if len(idx) >= MIN_PEERS:
+            found += [(f"stage {s}", idx[row], slow, conf)
+                      for row, slow, conf in outliers(work[idx], threshold)]
+    pairs = [idx for idx in stages.values() if len(idx) == 2]
+    for k, idx in enumerate(pairs):
+        others = [work[p] for m, p in enumerate(pairs) if m != k]
+        for row, slow, conf in pair_outliers(work[idx], others, threshold):
+            found.append((f"stage of two ranks ({ranks[idx[0]]}, {ranks[idx[1]]})", idx[row],
+                          slow, conf))
+    found += _lone_rank_stragglers(stages, times, threshold)
+    out = [Straggler(rank=ranks[i], host=hosts[i], slowdown=slow, confidence=conf, role=role)
+           for role, i, slow, conf in found]
     return sorted(out, key=lambda s: -s.slowdown)
+
+
+def pair_outliers(values: np.ndarray, others: list[np.ndarray],
+                  threshold: float) -> list[tuple[int, float, float]]:
+    """The slower row of a pair (2 x steps, > 0) when it is slower than the other row.
+
+    Its slowdown is the median over steps of the ratio of the two rows; its confidence is the
+    sign test over steps (``sign_confidence``: how often it was the slower one). Named at
+    ``threshold``, ``MIN_CONFIDENCE`` and ``NOISE_SIGMAS`` standard errors of the noise of
+    the log ratios of ``others`` (the other pairs of the run, 2 x steps each; pooled, 1.4826
+    MAD) when there are any.
+    """
+    n = values.shape[1]
+    if values.shape[0] != 2 or n == 0 or (values <= 0).any():
+        return []
+    ratio = values[0] / values[1]
+    row = 0 if np.median(ratio) >= 1.0 else 1
+    r = ratio if row == 0 else 1.0 / ratio
+    slow = float(np.median(r))
+    floor = 1.0
+    logs = [np.log(o[0] / o[1]) for o in others if (o > 0).all()]
+    if logs:
+        dev = np.concatenate(logs)
+        sigma = 1.4826 * float(np.median(np.abs(dev - np.median(dev))))
+        floor = math.exp(NOISE_SIGMAS * 1.2533 * sigma / math.sqrt(n))
+    conf = sign_confidence(int(np.sum(r > 1.0)), n)
+    if slow >= max(threshold, floor) and conf >= MIN_CONFIDENCE:
+        return [(row, slow, conf)]
+    return []
+
+
+def _lone_rank_stragglers(stages: dict[int, list[int]], times: StepTimes,
+                          threshold: float) -> list[tuple[str, int, float, float]]:
+    """Ranks alone in their stage, against every rank's mean per-layer compute."""
+    alone = {idx[0] for idx in stages.values() if len(idx) == 1}
+    with_layers = [i for i in range(times.layer_s.shape[0]) if (times.layer_s[i] > 0).all()]
+    if not alone or len(with_layers) < MIN_PEERS:
+        return []
+    return [("per-layer compute, all stages", with_layers[row], slow, conf)
+            for row, slow, conf in outliers(times.layer_s[with_layers],
+                                            max(threshold, SMALL_STAGE_SLOWDOWN))
+            if with_layers[row] in alone]
 
 
 LINK_QUANTILE = 25.0
@@ -432,11 +494,11 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
         else:
             d.stragglers.append(s)
     d.dp_skew = last_dp_skew(run, skip)
-    small = [s for s, idx in _stages(run).items() if len(idx) < MIN_PEERS]
-    if small:
-        d.notes.append(f"stages {small} have fewer than {MIN_PEERS} ranks: their ranks are "
-                       "compared by per-layer compute with every rank, and named from "
-                       f"x{SMALL_STAGE_SLOWDOWN:g} (stages differ per layer on a shared host)")
+    alone = [s for s, idx in _stages(run).items() if len(idx) == 1]
+    if alone:
+        d.notes.append(f"stages {alone} have one rank: it is compared by per-layer compute "
+                       f"with every rank, and named from x{SMALL_STAGE_SLOWDOWN:g} (stages "
+                       "differ per layer on a shared host)")
     if len(times.steps) < 4:
         d.notes.append(f"only {len(times.steps)} steps after the warm-up: confidence is low; "
                        "trace at least 5 steps")
