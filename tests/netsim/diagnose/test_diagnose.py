@@ -233,16 +233,41 @@ def test_clean_pipeline_run_names_nobody(tmp_path, seed):
     assert d.stragglers == [] and d.slow_links == []
 
 
-def test_small_stages_compare_per_layer_compute(tmp_path):
-    """tp2 pp4: stages of two ranks; a x1.5 rank is named from its layer records, a x1.2 one
-    (inside the spread stages show per layer on a shared host) is not."""
-    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "a", tp=2, pp=4, slow={5: 1.5})))
-    assert [s.rank for s in d.stragglers] == [5] and d.stragglers[0].role.startswith("per-layer")
-    assert any("fewer than 3 ranks" in n for n in d.notes)
-    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "b", tp=2, pp=4, slow={5: 1.2})))
-    assert d.stragglers == []
-    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "c", tp=2, pp=4)))
+@pytest.mark.parametrize("factor", [1.5, 1.2])
+def test_stages_of_two_ranks_compare_the_pair(tmp_path, factor):
+    """tp2 pp4: stages of two ranks; the slower of a pair is named (by the signed-rank test
+    over steps, the noise measured on the other pairs), its partner is not."""
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path, tp=2, pp=4, slow={5: factor})))
+    assert [s.rank for s in d.stragglers] == [5]
+    assert d.stragglers[0].role == "stage of two ranks (4, 5)"
+    assert d.stragglers[0].slowdown == pytest.approx(factor, rel=0.05)
+    assert d.stragglers[0].confidence >= 0.99
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_clean_stages_of_two_ranks_name_nobody(tmp_path, seed):
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path, tp=2, pp=4, seed=seed)))
     assert d.stragglers == [] and d.slow_links == []
+
+
+def test_lone_rank_stages_compare_per_layer_compute(tmp_path):
+    """pp8: a rank alone in its stage is compared by per-layer compute with every rank, from
+    x1.3 (stages differ per layer on a shared host): x1.5 is named, x1.2 is not."""
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "a", pp=8, slow={5: 1.5})))
+    assert [s.rank for s in d.stragglers] == [5] and d.stragglers[0].role.startswith("per-layer")
+    assert any("have one rank" in n for n in d.notes)
+    d = diagnose(read_trace_dir(write_pp_run(tmp_path / "b", pp=8, slow={5: 1.2})))
+    assert d.stragglers == []
+
+
+def test_least_work_sees_through_disturbed_records():
+    """A kind's work is its shortest record times the count: stalls added to some records do
+    not move it, a rank slower in every record moves it by its slowdown."""
+    from netsim.diagnose import least_work
+
+    base = [1.0, 1.0, 1.0, 1.0]
+    assert least_work([1.0, 1.6, 1.0, 2.5]) == least_work(base) == 4.0
+    assert least_work([1.2 * x for x in base]) == pytest.approx(1.2 * least_work(base))
 
 
 def test_slow_link_is_seen_through_late_members(tmp_path):
@@ -260,7 +285,9 @@ def test_slow_link_is_seen_through_late_members(tmp_path):
     for step in range(8):
         for _call in range(20):
             for g0 in range(0, world, tp):
-                late = rng.random() < 0.15  # the peer arrives 8 ms after the slow member
+                # the peer arrives 8 ms after the slow member (on the trainer's 5 ms tp links
+                # of seeds 1-2: in 0% of a step's calls in the median step, 17% at most)
+                late = rng.random() < 0.05
                 spike = 0.015 if rng.random() < 0.3 else 0.0
                 for r in (g0, g0 + 1):
                     dur = 2e-4 + spike
