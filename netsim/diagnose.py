@@ -1,7 +1,7 @@
 """Find stragglers, slow links and rank skew in a training run's traces (``netsim diagnose``).
 
 Input is a :class:`netsim.traces.TraceRun`, read from native trainer traces or from
-torch.profiler traces (``netsim.kineto``). Every statistic is robust (medians, a sign test),
+torch.profiler traces (``netsim.kineto``). Every statistic is robust (medians, minima, rank tests),
 and compares like with like, as MegaScale's per-rank heat maps do (Jiang et al. 2024,
 section 4):
 
@@ -12,22 +12,26 @@ section 4):
   the thread's CPU time (``cpu_s``: the CPU trainer) count that instead: on a host whose cores
   the ranks time-slice, wall time measures the scheduler as much as the rank.
 - **stragglers**: ranks of one role (the same pipeline stage: the same work) compared step by
-  step with the median of the *other* ranks of the role; ``slowdown`` is the median ratio over
-  steps; ``confidence`` is one minus the chance that an ordinary rank is the slowest of its
-  role, by at least half the threshold (5% for stragglers), in as many steps as it was. Stages
-  too small to compare (fewer than ``MIN_PEERS`` ranks) have their ranks compared by the
-  mean compute of one transformer-layer record with every rank's (every stage runs the same
-  layer), from ``SMALL_STAGE_SLOWDOWN`` (stages differ per layer by up to ~20% on a shared
-  host).
+  step by their *least-disturbed work* (``least_work``: per kind of compute record, the
+  shortest record of the step times the number of records; another process on the core only
+  ever adds time to a record, a slower rank is slower in every record). A stage of at least
+  ``MIN_PEERS`` ranks: each rank against the median of the others; ``slowdown`` is the median
+  ratio over steps; ``confidence`` is one minus the chance that an ordinary rank is the
+  slowest of its role, by at least half the threshold, in as many steps as it was. A stage of
+  two ranks: the pair against each other, ``confidence`` from Wilcoxon's signed-rank test over
+  steps, the noise floor from the other pairs of the run. A rank alone in its stage: its mean
+  per-layer compute against every rank's (every stage runs the same layer), from
+  ``SMALL_STAGE_SLOWDOWN`` (stages differ per layer by up to ~20% on a shared host).
 - **slow links**: the calls of one family (kind, operation, bytes) are compared group against
   group. The k-th call of a group on each member is the same call; its time is the *shortest*
   of its members' durations (the member that arrived last waited least, so a late member, a
   straggler, does not make its group look slow, while a slow link delays every member). A
   group's time of a step is a low percentile (``LINK_QUANTILE``) of its calls' times: a
   shared host only adds time to a call. Point-to-point transfers are families of their own
-  (forward and backward sends), the group (sender, receiver), the members' records the
-  sender's send and the receiver's receive; transfers posted in a 1F1B exchange (a send and
-  a receive waited together, so either's end is the other's) are left out. Slowdown and
+  (the sends from one stage to another: the same place in the schedule), the group (sender,
+  receiver), the members' records the sender's send and the receiver's receive; transfers
+  posted in a 1F1B exchange (a send and a receive waited together, so either's end is the
+  other's) are left out. Slowdown and
   confidence as for stragglers.
 - **skew at the last data-parallel reduction** of each step: the spread of its start times
   over the members of each DP group (clocks aligned on the world's loss all-reduce), and which
@@ -49,10 +53,10 @@ COMPUTE_PHASES = ("forward", "backward", "optimizer")
 MIN_PEERS = 3
 """Smallest role (ranks) or family (groups) compared."""
 STRAGGLER_SLOWDOWN = 1.12
-"""A rank this much slower than its peers is named. MegaScale removed hosts ~10% slower; on
-the 2-core host of ``experiments/diagnose`` clean ranks' CPU time per step differs from
-their peers' by up to x1.14 (median over steps), injected x1.2 stragglers measure x1.16 to
-x1.35."""
+"""A rank this much slower than its peers is named. MegaScale removed hosts ~10% slower. On
+the 2-core host of ``experiments/diagnose`` (seeds 1-2, the runs this was set on) the clean
+ranks' least-disturbed work reaches x1.09 of their peers' in clean runs (x1.16 once, in a run
+with a slow link elsewhere), injected x1.2 stragglers measure x1.13 to x1.28."""
 LINK_SLOWDOWN = 2.0
 """A group this much slower than the other groups of its family is named (a 400G port
 trained down to 200G doubles its transfers' time)."""
@@ -351,7 +355,10 @@ def _lone_rank_stragglers(stages: dict[int, list[int]], times: StepTimes,
 
 LINK_QUANTILE = 10.0
 """Percentile of a step's calls taken as the group's time of the step: a shared host only
-ever adds time to a call, so a low percentile sees the link through the scheduling noise."""
+ever adds time to a call, so a low percentile sees the link through the scheduling noise (on
+seeds 1-2 of ``experiments/diagnose`` clean tensor-parallel pairs reach x1.6 of the others
+at the 10th percentile, x2.3 at the 25th; a 5 ms link hides in at most 17% of a step's calls,
+none in the median step)."""
 
 
 def _exchanged(p2p: list[dict]) -> set[int]:
@@ -370,7 +377,7 @@ def _member_calls(run: TraceRun, skip: int) -> dict[tuple, dict[int, list[float 
     """{(family, group, step): {member: [duration of each call, in posting order]}}.
 
     Collectives: family (kind, op, bytes), group the sorted ranks. Point-to-point: family
-    (kind, "send forward" or "send backward", bytes), group (sender, receiver), the members'
+    (kind, "send forward|backward stage A to B", bytes), group (sender, receiver), the members'
     records the sender's sends and the receiver's receives; a record posted in an exchange
     (``_exchanged``) keeps its place as None."""
     per: dict[tuple, dict[int, list]] = defaultdict(lambda: defaultdict(list))
