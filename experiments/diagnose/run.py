@@ -31,7 +31,7 @@ LAYOUTS = ((1, 1, 8), (2, 1, 4), (1, 2, 4), (2, 2, 2), (2, 4, 1))
 """(tp, pp, dp): dp8 (one stage of 8; its only collectives are the overlapped gradient
 buckets and the world's loss all-reduce: no link to compare, so no link injected), tp2-dp4 and
 tp2-pp2-dp2 (a slow tensor-parallel pair), pp2-dp4 (a slow pipeline send, forward or backward
-by seed) and tp2-pp4 (stages of two ranks: stragglers found from per-layer compute)."""
+by seed) and tp2-pp4 (stages of two ranks: each stage's pair compared with itself)."""
 STEPS = 10
 MODEL_ARGS = ("--model", "tiny", "--hidden", "128", "--seq", "64")
 """Large enough that a rank's CPU time per step (tens of ms) is steady to ~10% on a shared host."""
@@ -99,7 +99,7 @@ def scenarios(full: bool, seeds: tuple[int, ...] | None = None) -> list[Scenario
         for seed in seeds:
             out.append(Scenario(tp, pp, dp, seed, "clean"))
             out.append(Scenario(tp, pp, dp, seed, "straggler", factor=1.2 if full else 1.5))
-            if full and tp * dp < 3:  # stages too small: compared per layer, from x1.3
+            if full and tp * dp < 3:  # stages of two ranks: also the x1.5 of the first sweeps
                 out.append(Scenario(tp, pp, dp, seed, "straggler", factor=1.5))
             if Scenario(tp, pp, dp, seed, "clean").has_link:
                 out.append(Scenario(tp, pp, dp, seed, "link", delay_us=5000))
@@ -120,8 +120,10 @@ def run_trainer(sc: Scenario, d: Path, timeout_s: float = 900) -> Path:
 
 def judge(sc: Scenario, d: Path) -> dict:
     """Diagnose one run and compare with what was injected."""
-    diag = diagnose(read_trace_dir(d))
+    run = read_trace_dir(d)
+    diag = diagnose(run)
     want_s, want_l = sc.expected()
+    loads = [r.host_record.get("loadavg_1m") for r in run.ranks if r.host_record]
     got_s = [s.rank for s in diag.stragglers]
     got_l = [sorted(sl.ranks) if sc.tp > 1 else sl.ranks for sl in diag.slow_links]
     return {"scenario": sc.name, "layout": f"tp{sc.tp}-pp{sc.pp}-dp{sc.dp}", "seed": sc.seed,
@@ -130,7 +132,9 @@ def judge(sc: Scenario, d: Path) -> dict:
             "slowdowns": [round(s.slowdown, 3) for s in diag.stragglers],
             "injected_links": want_l, "named_links": got_l,
             "link_slowdowns": [round(sl.slowdown, 3) for sl in diag.slow_links],
-            "correct": got_s == want_s and got_l == want_l}
+            "correct": got_s == want_s and got_l == want_l,
+            "load_1m": round(max(x for x in loads if x is not None), 1)
+            if any(x is not None for x in loads) else None}
 
 
 def markdown(rows: list[dict]) -> str:
@@ -151,6 +155,25 @@ def markdown(rows: list[dict]) -> str:
         lines.append(f"| {r['layout']} | {r['seed']} | {what(r, False)} | {what(r, True)} | "
                      f"{'yes' if r['correct'] else 'no'} |")
     return "\n".join(lines)
+
+
+def outcome_class(r: dict) -> str:
+    """The row's class in the summary: clean, link, or a straggler by factor and stage size."""
+    if r["fault"] != "straggler":
+        return "clean: nobody named" if r["fault"] == "clean" else "5 ms link named alone"
+    tp, pp, dp = (int(x[2:]) for x in r["layout"].split("-"))
+    size = "stages of two ranks" if tp * dp == 2 else "stages of 4 or 8 ranks"
+    return f"x{float(r['factor']):g} straggler, {size}, named alone"
+
+
+def summary(rows: list[dict]) -> dict[str, tuple[int, int]]:
+    """{class: (right, runs)} over ``rows`` (``outcome_class``)."""
+    out: dict[str, list[int]] = {}
+    for r in rows:
+        c = out.setdefault(outcome_class(r), [0, 0])
+        c[0] += r["correct"] in (True, "True")
+        c[1] += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = sum(r["correct"] for r in rows)
     if args.markdown:
         print(markdown(rows))
+        print("\n".join(f"- {k}: {a} of {n}" for k, (a, n) in summary(rows).items()))
     if args.json:
         print(json.dumps({"rows": rows, "correct": ok, "runs": len(rows)}, indent=2))
     else:

@@ -3,7 +3,7 @@ result table, without running the trainer."""
 
 from __future__ import annotations
 
-from experiments.diagnose.run import Scenario, markdown, scenarios
+from experiments.diagnose.run import Scenario, markdown, scenarios, summary
 
 
 def test_full_sweep_covers_the_layouts_and_faults():
@@ -33,3 +33,16 @@ def test_markdown_table():
     lines = markdown([row]).splitlines()
     assert lines[2] == ("| tp1-pp2-dp4 | 2 | link [6, 2] +5 ms | rank 5 x1.18, link [6, 2] "
                         "x74.1 | no |")
+
+
+def test_summary_counts_each_class():
+    def row(layout, fault, factor, correct):
+        return {"layout": layout, "fault": fault, "factor": factor, "correct": correct}
+
+    rows = [row("tp2-pp4-dp1", "straggler", 1.2, True), row("tp2-pp4-dp1", "straggler", 1.2,
+                                                            False),
+            row("tp1-pp1-dp8", "straggler", 1.2, "True"), row("tp2-pp1-dp4", "clean", 1.0, True),
+            row("tp2-pp1-dp4", "link", 1.0, False)]
+    assert summary(rows) == {"x1.2 straggler, stages of two ranks, named alone": (1, 2),
+                             "x1.2 straggler, stages of 4 or 8 ranks, named alone": (1, 1),
+                             "clean: nobody named": (1, 1), "5 ms link named alone": (0, 1)}
