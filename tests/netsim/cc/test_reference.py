@@ -85,7 +85,7 @@ def test_ns3_names_map_to_our_parameters(name) -> None:
     assert p.rpg_ai_rate_mbps == ref._rate_mbps(ns3["RATE_AI"])
     assert p.rpg_hai_rate_mbps == ref._rate_mbps(ns3["RATE_HAI"])
     assert p.rpg_min_rate_mbps == ref._rate_mbps(ns3["MIN_RATE"])
-    assert p.rpg_byte_reset_bytes == 0  # the reference has no byte counter
+    assert p.byte_reset_bytes == 0  # the reference has no byte counter
     kmin, kmax, pmax = ref.ecn_for(sc)
     assert (kmin, kmax) == (int(ns3["KMIN_MAP"].split()[2]) * 1000, int(ns3["KMAX_MAP"].split()[2]) * 1000)
 
