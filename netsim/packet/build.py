@@ -11,8 +11,8 @@ import numpy as np
 from netsim.faults import LinkFlap
 from netsim.packet.cc_adapter import make_cc, make_cnp_generator
 from netsim.packet.config import PacketConfig, headroom_bytes_for, pause_quanta_for, quanta_ps
-from netsim.packet.headroom import check_headroom
 from netsim.packet.engine import PacketSim, _QpClock
+from netsim.packet.headroom import check_headroom
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
 from netsim.packet.telemetry import Sampler, find_pause_cycle, hol_victims
