@@ -61,3 +61,15 @@ def test_simulate_prints_the_warning_and_its_json_key(capsys):
     assert ("headroom", "host ports at 100G with 500 ns cables") in kinds
     assert all(w["needed_bytes"] == 46_072 for w in doc["warnings"])
     assert "warning: PFC headroom" in cap.err
+
+
+def test_recommend_sizes_headroom_by_the_same_need():
+    from tuner.render import headroom_bytes
+
+    # 200 m of fibre at 5 ns/m = 1 us: the switch profile gets exactly what the check asks for
+    assert headroom_bytes(400 * 10**9, 200.0) == needed_headroom_bytes(400 * 10**9, 1_000_000,
+                                                                       PacketConfig())
+    need = needed_headroom_bytes(400 * 10**9, 1_000_000, PacketConfig())
+    assert check_headroom(star(2, host_gbps=400, latency_ns=1000),
+                          PacketConfig(headroom_bytes=headroom_bytes(400 * 10**9, 200.0))) == []
+    assert need == 166_276
