@@ -82,7 +82,9 @@ def check_headroom(fabric, cfg: PacketConfig) -> list[HeadroomWarning]:
         return []
     rate = np.asarray(fabric.link_capacity_bps)[links].astype(np.int64)
     lat_ns = np.asarray(fabric.link_latency_ns, dtype=float)[links]
-    kinds = np.asarray(fabric.link_kind).astype(str)[links]
+    kind_of = getattr(fabric, "link_kind", None)  # duck-typed fabrics may not name link kinds
+    kinds = (np.asarray(kind_of).astype(str)[links] if kind_of is not None
+             else np.full(links.size, "switch"))
     need = np.array([needed_headroom_bytes(int(r), ns_to_ps(float(t)), cfg)
                      for r, t in zip(rate, lat_ns, strict=True)], dtype=np.int64)
     have = need if cfg.headroom_bytes is None else np.full_like(need, int(cfg.headroom_bytes))
