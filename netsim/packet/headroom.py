@@ -85,8 +85,9 @@ def check_headroom(fabric, cfg: PacketConfig) -> list[HeadroomWarning]:
     kind_of = getattr(fabric, "link_kind", None)  # duck-typed fabrics may not name link kinds
     kinds = (np.asarray(kind_of).astype(str)[links] if kind_of is not None
              else np.full(links.size, "switch"))
-    need = np.array([needed_headroom_bytes(int(r), ns_to_ps(float(t)), cfg)
-                     for r, t in zip(rate, lat_ns, strict=True)], dtype=np.int64)
+    pairs, inverse = np.unique(np.stack([rate.astype(float), lat_ns]), axis=1, return_inverse=True)
+    per_pair = [needed_headroom_bytes(int(r), ns_to_ps(float(t)), cfg) for r, t in pairs.T]
+    need = np.asarray(per_pair, dtype=np.int64)[np.ravel(inverse)]
     have = need if cfg.headroom_bytes is None else np.full_like(need, int(cfg.headroom_bytes))
     return _class_warnings(kinds, rate, lat_ns, have, need, cfg) + _buffer_warnings(
         fabric, links, np.maximum(have, need), cfg)
