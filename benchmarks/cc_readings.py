@@ -1,7 +1,7 @@
 """Sensitivity of one-port DCQCN to the disputed firmware readings (docs/congestion-control.md).
 
 Runs an n:1 incast of 20 MB flows on ``testbeds.star`` at 400G, 1 us cables, seed 1, NIC-default
-DCQCN, once per reading, and prints the aggregate goodput over the whole run (share of line
+DCQCN (byte counter 32767 x 64 B), once per reading, and prints the aggregate goodput over the whole run (share of line
 rate), the median bottleneck queue and the PFC pauses.
 
 Run: ``python benchmarks/cc_readings.py [--size 20MB] [--n 2 8]`` (about a minute).
@@ -22,7 +22,7 @@ READINGS = {
     "defaults": {},
     "dce_tcp_g_reading=new_weight": {"cc_params": {"dce_tcp_g_reading": "new_weight"}},
     "clamp_ati_reading=timer_only": {"cc_params": {"clamp_ati_reading": "timer_only"}},
-    "byte counter in 64 B units": {"cc_params": {"rpg_byte_reset_bytes": 32767 * 64}},
+    "byte counter in bytes (mstflint)": {"cc_params": {"rpg_byte_reset_unit_bytes": 1}},
     "byte counter off (HPCC ns-3)": {"cc_params": {"rpg_byte_reset_bytes": 0}},
     "ecn_mark_at=enqueue": {"ecn_mark_at": "enqueue"},
     "min_time_between_cnps_us=2": {"cc_params": {"min_time_between_cnps_us": 2}},

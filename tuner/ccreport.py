@@ -13,7 +13,7 @@ from tuner.render import Setting
 
 #: search name -> (file section, ConnectX sysfs name)
 NIC_NAMES = {"rpg_time_reset_us": ("roce_rp", "rpg_time_reset"),
-             "rpg_byte_reset_bytes": ("roce_rp", "rpg_byte_reset"),
+             "rpg_byte_reset": ("roce_rp", "rpg_byte_reset"),
              "rpg_ai_rate_mbps": ("roce_rp", "rpg_ai_rate"),
              "rpg_hai_rate_mbps": ("roce_rp", "rpg_hai_rate"),
              "dce_tcp_g": ("roce_rp", "dce_tcp_g"),

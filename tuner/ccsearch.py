@@ -21,7 +21,8 @@ themselves when they are within the margin). The effect is reported per scenario
 
 Names follow ``netsim.cc.params`` and ``PacketConfig``: ``ecn_kmin_bytes``,
 ``ecn_kmax_ratio`` (Kmax = Kmin x ratio), ``ecn_pmax``, ``rpg_time_reset_us``,
-``rpg_byte_reset_bytes``, ``rpg_ai_rate_mbps``, ``rpg_hai_rate_mbps``, ``dce_tcp_g`` and
+``rpg_byte_reset`` (the firmware value, in ``DcqcnParams.rpg_byte_reset_unit_bytes`` units: the
+value ``nic_dcqcn.conf`` gets), ``rpg_ai_rate_mbps``, ``rpg_hai_rate_mbps``, ``dce_tcp_g`` and
 ``min_time_between_cnps_us``.
 """
 
@@ -40,7 +41,8 @@ GRID = {
     "ecn_kmax_ratio": (5.0, 20.0),
     "ecn_pmax": (0.1, 0.5),
     "rpg_time_reset_us": (50, 150),
-    "rpg_byte_reset_bytes": (16384, 65536),
+    # firmware value x 64 B (the default unit): 512 KB and 1 MB; 32767 is the largest 15-bit value
+    "rpg_byte_reset": (8192, 16384),
     "rpg_ai_rate_mbps": (20,),
     "rpg_hai_rate_mbps": (200,),
     "min_time_between_cnps_us": (2, 8),
@@ -138,7 +140,7 @@ def to_engine(params: dict) -> tuple[dict, dict]:
            "ecn_pmax": float(params["ecn_pmax"]),
            "cnp_interval_ps": int(round(params["min_time_between_cnps_us"] * PS_PER_US))}
     cc = {"rpg_time_reset_us": float(params["rpg_time_reset_us"]),
-          "rpg_byte_reset_bytes": int(params["rpg_byte_reset_bytes"]),
+          "rpg_byte_reset": int(params["rpg_byte_reset"]),
           "rpg_ai_rate_mbps": float(params["rpg_ai_rate_mbps"]),
           "rpg_hai_rate_mbps": float(params["rpg_hai_rate_mbps"]),
           "dce_tcp_g": int(params["dce_tcp_g"]),
@@ -154,7 +156,7 @@ def vendor_defaults() -> dict:
     c, d = PacketConfig(), DcqcnParams()
     return {"ecn_kmin_bytes": c.ecn_kmin_bytes, "ecn_kmax_ratio": c.ecn_kmax_bytes / c.ecn_kmin_bytes,
             "ecn_pmax": c.ecn_pmax, "rpg_time_reset_us": d.rpg_time_reset_us,
-            "rpg_byte_reset_bytes": d.rpg_byte_reset_bytes, "rpg_ai_rate_mbps": d.rpg_ai_rate_mbps,
+            "rpg_byte_reset": d.rpg_byte_reset, "rpg_ai_rate_mbps": d.rpg_ai_rate_mbps,
             "rpg_hai_rate_mbps": d.rpg_hai_rate_mbps,
             "dce_tcp_g": d.dce_tcp_g,
             "min_time_between_cnps_us": d.min_time_between_cnps_us}

@@ -301,7 +301,8 @@ def _step_qos(run: _Run) -> list[dict]:
         run.settings.append(Setting(
             f"PFC headroom {p['link_kind']} {p['port_speed_gbps']:g}G {p['cable_m']:g} m",
             "switch", "vendor profile", f"{p['headroom_bytes']} B",
-            "2 x MTU + 2 x cable bytes + peer response (SONiC formula, IEEE 802.3 pause quanta)",
+            "2 x frame + 2 x cable bytes + peer response (SONiC formula, IEEE 802.3 pause "
+            "quanta; the need netsim simulate checks)",
             "no drops on the lossless class while PAUSE takes effect"))
     return ports
 

@@ -143,13 +143,17 @@ def cable_m_from_latency_ns(latency_ns: float) -> float:
 def headroom_bytes(rate_bps: int, cable_m: float, mtu_bytes: int = 4096) -> int:
     """PFC headroom of one lossless ingress queue (SONiC's formula, nccl-roce.md 5.4).
 
-    ``2 x MTU + 2 x bytes on the cable + peer response (pause quanta x 512 / 8)``: the
-    packet being sent when XOFF leaves, the cable's round trip, and the peer's reaction.
+    ``2 x frame + 2 x bytes on the cable + peer response (pause quanta x 512 / 8)``: the
+    packet being sent when XOFF leaves, the cable's round trip, and the peer's reaction. The
+    frame is a full RoCE packet of *mtu_bytes* payload on the wire (headers, preamble and gap:
+    4,178 B for 4096), exactly what ``netsim simulate``'s headroom check asks for
+    (``netsim.packet.headroom.needed_headroom_bytes``).
     """
-    from netsim.packet.config import headroom_bytes_for  # one formula for engine and switch
+    from netsim.packet.config import PacketConfig
+    from netsim.packet.headroom import needed_headroom_bytes  # one formula for engine and switch
 
     latency_ps = int(round(cable_m * CABLE_NS_PER_M * 1000))
-    return int(headroom_bytes_for(int(rate_bps), latency_ps, mtu_bytes))
+    return needed_headroom_bytes(int(rate_bps), latency_ps, PacketConfig(mtu_bytes=mtu_bytes))
 
 
 def write_switch_qos(path: Path, ecn: Mapping[str, Any], ports: Sequence[Mapping[str, Any]],

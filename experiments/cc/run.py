@@ -40,8 +40,8 @@ def scenarios(full: bool, tiny: bool = False) -> list[JobScenario]:
 
 
 def run_study(full: bool = False, seeds: tuple[int, ...] | None = None, progress=None,
-              tiny: bool = False) -> list[dict]:
-    """One row per (pattern, algorithm, seed)."""
+              tiny: bool = False, dcqcn_params: dict | None = None) -> list[dict]:
+    """One row per (pattern, algorithm, seed); *dcqcn_params* override DCQCN's defaults."""
     seeds = seeds or ((1, 2, 3) if full else (1,))
     rows = []
     for sc in scenarios(full, tiny):
@@ -49,7 +49,8 @@ def run_study(full: bool = False, seeds: tuple[int, ...] | None = None, progress
             for s in seeds:
                 if progress:
                     progress(f"{sc.kind} {cc} seed {s}")
-                rows.append(run_scenario(sc, cc, seed=s))
+                params = dcqcn_params if cc == "dcqcn" else None
+                rows.append(run_scenario(sc, cc, cc_params=params, seed=s))
     return rows
 
 
@@ -107,9 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="bigger fabric, 8 MB messages, three seeds")
     ap.add_argument("-o", "--out", type=Path, default=Path("cc-study"), help="output folder")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--dcqcn-param", action="append", default=[], metavar="KEY=VALUE",
+                    help="DCQCN parameter override, e.g. rpg_byte_reset_unit_bytes=1 (bytes)")
     args = ap.parse_args(argv)
+    from netsim.cc.params import DcqcnParams, parse_cc_params
+
+    try:
+        dcqcn = parse_cc_params(args.dcqcn_param)
+        DcqcnParams.from_dict(dcqcn)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = run_study(args.full, progress=lambda s: print(s, file=sys.stderr))
+    rows = run_study(args.full, progress=lambda s: print(s, file=sys.stderr), dcqcn_params=dcqcn)
     summary = summarize(rows)
     write_csv(rows, args.out / "cc.csv")
     write_csv(summary, args.out / "summary.csv")

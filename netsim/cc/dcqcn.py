@@ -22,8 +22,9 @@ the congestion estimate ``alpha``. Sources of each rule are in ``docs/congestion
   ``rpg_min_rate``. The cut resets both increase counters and restarts the timer. The grid
   stops when a check finds no CNP and resumes on the next CNP at the next grid point.
 - **Increase events** come from the timer (every ``rpg_time_reset`` us) and the byte counter
-  (every ``rpg_byte_reset`` bytes sent; the unit is bytes, mstflint: "Transmitted data between
-  rate increases if no CNPs are received. Given in Bytes"). With ``T`` and ``BC`` the events
+  (every ``rpg_byte_reset x rpg_byte_reset_unit_bytes`` bytes sent, ``DcqcnParams.byte_reset_bytes``:
+  64 B units by default, 2 MB; mstflint's "Given in Bytes" is ``rpg_byte_reset_unit_bytes=1``,
+  see docs/congestion-control.md for why the default is 64). With ``T`` and ``BC`` the events
   counted since the cut (including this one) and ``F = rpg_threshold``: fast recovery while
   ``max(T, BC) <= F`` (``R_C <- (R_T + R_C)/2``); hyper increase once ``min(T, BC) > F``
   (``R_T += HAI`` then halve the gap); additive increase otherwise (``R_T += AI`` then halve
@@ -121,7 +122,7 @@ class Dcqcn:
         self._ai_bps, self._hai_bps = mbps_bps(p.rpg_ai_rate_mbps), mbps_bps(p.rpg_hai_rate_mbps)
         self._monitor_ps, self._timer_ps = us_ps(p.rate_reduce_monitor_period_us), us_ps(
             p.rpg_time_reset_us)
-        self._byte_reset = p.rpg_byte_reset_bytes
+        self._byte_reset = p.byte_reset_bytes
         self._any_clamp = p.clamp_ati_reading == "any_increase"
         self._last_cut_ps: int | None = None
         self._grid0_ps = 0  # the first CNP: the rate-decrease checks run on its grid

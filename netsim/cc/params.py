@@ -23,7 +23,7 @@ from topologies.units import PS_PER_US
 
 P = TypeVar("P", bound="_Params")
 
-_KINDS = {"int": int, "float": float, "bool": bool, "str": str}
+_KINDS = {"int": int, "float": float, "bool": bool, "str": str, "int | None": int}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -83,7 +83,8 @@ class _Params:
                 f"valid ones are: {', '.join(fields)}"
             )
         kinds = {name: _KINDS[str(f.type)] for name, f in fields.items()}
-        values = {k: _coerce(cls.__name__, k, kinds[k], v) for k, v in data.items()}
+        values = {k: v if v is None and "None" in str(fields[k].type)
+                  else _coerce(cls.__name__, k, kinds[k], v) for k, v in data.items()}
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,8 +164,17 @@ class DcqcnParams(_Params):
 
     # rpg_time_reset: us between timer-driven rate-increase events (the paper's timer T).
     rpg_time_reset_us: float = 300.0
-    # rpg_byte_reset: bytes sent between byte-counter-driven increase events (paper's B); 0 = off.
-    rpg_byte_reset_bytes: int = 32767
+    # rpg_byte_reset: the firmware value of the byte counter B (paper's B; 0 = off), as
+    # nic_dcqcn.conf / mlxconfig carry it (ConnectX default 32767, the largest 15-bit value).
+    rpg_byte_reset: int = 32767
+    # Bytes per unit of rpg_byte_reset. 64 (default): B = 32767 x 64 B = 2 MB, the reading under
+    # which NIC-default DCQCN keeps a 2:1 incast near line rate (as real NICs do), Spirent's
+    # DCQCN emulation default (2 MB) and the DCQCN paper's order (10 MB). 1: mstflint's literal
+    # "Given in Bytes" (B = 32 KB). docs/congestion-control.md gives both readings.
+    rpg_byte_reset_unit_bytes: int = 64
+    # Override of B in bytes (None: rpg_byte_reset x rpg_byte_reset_unit_bytes; 0 = off). Kept
+    # for the flags and keys written before the unit was a parameter.
+    rpg_byte_reset_bytes: int | None = None
     # rpg_threshold: the paper's F, number of fast-recovery events before additive increase.
     rpg_threshold: int = 1
     # rpg_ai_rate: additive increase of the target rate per event.
@@ -221,7 +231,12 @@ class DcqcnParams(_Params):
     def __post_init__(self) -> None:
         for name in ("rpg_time_reset_us", "dce_tcp_rtt_us", "rate_reduce_monitor_period_us"):
             self._check(name, getattr(self, name) > 0, "must be > 0 us")
-        self._check("rpg_byte_reset_bytes", self.rpg_byte_reset_bytes >= 0, "0 (off) or bytes > 0")
+        self._check("rpg_byte_reset", self.rpg_byte_reset >= 0, "0 (off) or a count > 0")
+        self._check("rpg_byte_reset_unit_bytes", self.rpg_byte_reset_unit_bytes >= 1,
+                    "bytes per unit of rpg_byte_reset: 64 (default) or 1 (mstflint's bytes)")
+        self._check("rpg_byte_reset_bytes",
+                    self.rpg_byte_reset_bytes is None or self.rpg_byte_reset_bytes >= 0,
+                    "unset (rpg_byte_reset x rpg_byte_reset_unit_bytes), 0 (off) or bytes > 0")
         self._check("rpg_threshold", self.rpg_threshold >= 0, "must be a count >= 0")
         for name in ("rpg_ai_rate_mbps", "rpg_hai_rate_mbps", "rpg_max_rate_mbps",
                      "rate_to_set_on_first_cnp_mbps", "min_time_between_cnps_us"):
@@ -242,6 +257,18 @@ class DcqcnParams(_Params):
     def g(self) -> float:
         """The DCQCN paper's EWMA gain g per alpha update (see ``dce_tcp_g_reading``)."""
         return alpha_gain(self.dce_tcp_g, self.dce_tcp_g_reading)
+
+    @property
+    def byte_reset_bytes(self) -> int:
+        """The byte counter B in bytes: ``rpg_byte_reset_bytes`` if set, else
+        ``rpg_byte_reset x rpg_byte_reset_unit_bytes`` (2,097,088 B by default); 0 = off.
+
+        >>> DcqcnParams().byte_reset_bytes, DcqcnParams(rpg_byte_reset_unit_bytes=1).byte_reset_bytes
+        (2097088, 32767)
+        """
+        if self.rpg_byte_reset_bytes is not None:
+            return self.rpg_byte_reset_bytes
+        return self.rpg_byte_reset * self.rpg_byte_reset_unit_bytes
 
     @property
     def cut_scale(self) -> float:
@@ -269,7 +296,7 @@ class DcqcnParams(_Params):
         if not line_rate_bps:
             raise ValueError(f"DCQCN preset {name!r} needs line_rate_bps (its steps scale with it)")
         scale = line_rate_bps / 25e9  # peer-simulators.md 1.2: AI = 5*bw/25, HAI = 50*bw/25
-        common = dict(rpg_byte_reset_bytes=0, dce_tcp_g=1020, rpg_ai_rate_mbps=5.0 * scale,
+        common = dict(rpg_byte_reset=0, dce_tcp_g=1020, rpg_ai_rate_mbps=5.0 * scale,
                       rpg_hai_rate_mbps=50.0 * scale, clamp_tgt_rate=False)
         if name == "hpcc":  # g = 1/256 -> dce_tcp_g = 1024 - 4
             return cls(**common)

@@ -88,7 +88,12 @@ NS3_FIXED = {
 NS3_ENGINE = {
     "ecn_mark_at": "dequeue",  # switch-node.cc SwitchNotifyDequeue
     "pfc_response_quanta": 0,  # qbb-net-device.cc: a received PAUSE stops the queue at once
-    "ack_class": "priority",  # ACK_HIGH_PRIO 1 (HPCC run.py for DCQCN): ACK/NACK at high priority
+    # ACK_HIGH_PRIO 1 (HPCC run.py for DCQCN) only sets the hosts' ACK queue to priority 0
+    # (third.cc: RdmaEgressQueue::ack_q_idx); switches give ACK/NACK priority 0 only with their
+    # AckHighPrio attribute, which third.cc never sets, so there ACKs take the data queue (the
+    # ACK's pg aliases udp.pg in CustomHeader): they queue behind data and obey its PFC.
+    "ack_class": "qp",
+    "cnp_class": "qp",  # its CNP is a flag on those ACKs (rdma-hw.cc ReceiveUdp: SetCnp)
 }
 
 

@@ -12,6 +12,7 @@ from netsim.faults import LinkFlap
 from netsim.packet.cc_adapter import make_cc, make_cnp_generator
 from netsim.packet.config import PacketConfig, headroom_bytes_for, pause_quanta_for, quanta_ps
 from netsim.packet.engine import PacketSim, _QpClock
+from netsim.packet.headroom import check_headroom
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
 from netsim.packet.telemetry import Sampler, find_pause_cycle, hol_victims
@@ -283,7 +284,8 @@ def _collect(sim, fabric, flows, qps_by_flow, cfg, sampler, wall) -> PacketResul
         paused_at_end=classify_paused(sim),
         pfc_counters={"refreshes": sim.pause_refreshes, "expiries": sim.pause_expiries,
                       "watchdog_storms": sim.watchdog_storms, "ctrl_drops": sim.drop_ctrl,
-                      "route_updates": sim.route_updates})
+                      "route_updates": sim.route_updates},
+        warnings=check_headroom(fabric, cfg))
 
 
 def classify_paused(sim) -> list[dict]:

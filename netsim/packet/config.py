@@ -78,6 +78,11 @@ class PacketConfig:
         with data at every hop, share its buffer and are stopped by its PFC pauses, while CNPs
         travel in their own strict-priority class, cnp_dscp 48 / priority 6) or ``priority``
         (ACK/NAK with the CNPs: strict priority, never paused; the earlier model).
+    cnp_class : ``priority`` (default; ConnectX's CNPs travel in their own strict-priority class,
+        cnp_dscp 48 / priority 6) or ``qp`` (CNPs queue hop by hop with the data and the ACKs of
+        their QP's class, as in HPCC ns-3, whose CNP is a flag on the ACK and whose switches put
+        ACKs in the data queue: ``switch-node.cc`` gives ACKs priority 0 only with the switch
+        attribute ``AckHighPrio``, which ``third.cc`` never sets; needs ``ack_class`` qp).
     fast_path : an arriving packet that finds its egress idle, its queue empty and no PFC
         threshold in reach goes straight to the wire (a speed shortcut; identical results,
         tested by digest).
@@ -146,6 +151,7 @@ class PacketConfig:
     ecn_mark_at: str = "dequeue"
     fast_path: bool = True
     ack_class: str = "qp"
+    cnp_class: str = "priority"
     pfc_response_quanta: int | None = None
     pfc_pause_quanta: int = 65535
     pfc_refresh: bool = True
@@ -185,6 +191,10 @@ class PacketConfig:
                              f"({self.ecn_kmax_bytes} < {self.ecn_kmin_bytes})")
         if self.ack_class not in ("qp", "priority"):
             raise ValueError(f"PacketConfig.ack_class must be qp or priority, got {self.ack_class!r}")
+        if self.cnp_class not in ("priority", "qp") or (self.cnp_class == "qp"
+                                                       and self.ack_class != "qp"):
+            raise ValueError("PacketConfig.cnp_class must be priority, or qp with ack_class qp, "
+                             f"got {self.cnp_class!r} (ack_class {self.ack_class!r})")
         if self.ecn_mark_at not in ECN_MARK_POINTS:
             raise ValueError(f"PacketConfig.ecn_mark_at must be one of {', '.join(ECN_MARK_POINTS)}, "
                              f"got {self.ecn_mark_at!r}")
@@ -253,12 +263,14 @@ def quanta_ps(quanta: float, rate_bps: int) -> int:
     return int(quanta * 512 * 10**12 // rate_bps)
 
 
-def headroom_bytes_for(rate_bps: int, latency_ps: int, mtu_bytes: int) -> int:
+def headroom_bytes_for(rate_bps: int, latency_ps: int, mtu_bytes: int,
+                       quanta: float | None = None) -> int:
     """PFC headroom per ingress queue from SONiC's formula (nccl-roce.md 5.4).
 
     ``2 x MTU + 2 x bytes on the cable + peer response``, with the peer response
-    ``quanta x 512 / 8`` bytes for the port speed (linear in rate between listed speeds).
+    ``quanta x 512 / 8`` bytes (*quanta* default: the IEEE value for the port speed, linear in
+    rate between listed speeds).
     """
-    quanta = pause_quanta_for(rate_bps)
+    quanta = pause_quanta_for(rate_bps) if quanta is None else quanta
     cable = rate_bps * latency_ps // (8 * 10**12)
     return int(2 * mtu_bytes + 2 * cable + quanta * 512 // 8)

@@ -7,7 +7,7 @@ queue and progress series. Two runs with the same digest reported the same thing
 count is left out (the shortcuts exist to change it).
 
 :data:`SCENARIOS` are small runs that exercise PFC (pauses, refresh, headroom), ECN marking at
-dequeue and enqueue, DCQCN, Swift, hybrid, drops and go-back-N retransmission on a lossy
+dequeue and enqueue, DCQCN (CNPs in their own class or queued with the data), Swift, hybrid, drops and go-back-N retransmission on a lossy
 fabric, link flaps with ECMP repair, per-hop control packets and ACKs in a strict-priority
 class. ``python -m netsim.packet.digest [--fast-path-off]`` prints one digest per scenario.
 """
@@ -96,6 +96,8 @@ SCENARIOS = {
     "fattree-priority-acks": (_fat_tree, {"cc": "dcqcn", "ack_class": "priority",
                                           "buffer_bytes": _BUF}),
     "mixed-dcqcn-pfc": (_mixed, {"cc": "dcqcn", "buffer_bytes": _BUF}),
+    "mixed-dcqcn-cnp-in-qp-class": (_mixed, {"cc": "dcqcn", "cnp_class": "qp",
+                                             "buffer_bytes": _BUF}),
     "mixed-swift-watchdog": (_mixed, {"cc": "swift", "buffer_bytes": _BUF,
                                       "pfc_watchdog_ps": 10_000_000}),
     "k8-perm-dcqcn": (_k8, {"cc": "dcqcn"}),

@@ -178,6 +178,7 @@ class PacketSim(RcTransport):
         self.fast = cfg.fast_path
         self.ecn_deq = cfg.ecn_mark_at == "dequeue"
         self.ack_qp = cfg.ack_class == "qp"
+        self.cnp_prio = cfg.cnp_class == "priority"  # "qp": CNPs queue with data, as the ACKs
         self.drop_ctrl = 0  # ACK/NAKs dropped (in the QP's class they share the data buffer)
         self.ecn = cfg.ecn
         self.kmin, self.kmax, self.pmax = cfg.ecn_kmin_bytes, cfg.ecn_kmax_bytes, cfg.ecn_pmax
@@ -470,6 +471,7 @@ def _hot_path(sim: PacketSim) -> dict:
     tie_mask = sim.tie_mask
     L_fly = sim.L_fly
     ack_qp, fast, pfc, ecn, ecn_deq = sim.ack_qp, sim.fast, sim.pfc, sim.ecn, sim.ecn_deq
+    cnp_prio = sim.cnp_prio
     buffer, alpha, xoff_static = sim.buffer, sim.alpha, sim.xoff_static
     kmin, kmax, pmax = sim.kmin, sim.kmax, sim.pmax
     release, lost = sim._release, sim._lost
@@ -596,7 +598,7 @@ def _hot_path(sim: PacketSim) -> dict:
             return
         pkt.hop = h
         nl = route[h]
-        if kind != DATA and (kind == CNP or not ack_qp):
+        if kind != DATA and (not ack_qp or (kind == CNP and cnp_prio)):
             P_ctrl[nl].append(pkt)
             if P_wake[nl] < 0:
                 if P_busy[nl] <= t:

@@ -223,6 +223,7 @@ def nic_path(sim, tx, kick, serve) -> dict:
     cnp_gen, flow_dlv, ack_every = sim.cnp_gen, sim.flow_dlv, sim.ack_every
     ctrl_size, ctrl_per_hop, ack_qp, ctrl_arrive = (sim.ctrl_size, sim.ctrl_per_hop, sim.ack_qp,
                                                     sim._ctrl_arrive)
+    cnp_prio = sim.cnp_prio
 
     def nic_send(t, lk):
         """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
@@ -373,7 +374,7 @@ def nic_path(sim, tx, kick, serve) -> dict:
         class) back to the requester."""
         pkt = Pkt(kind, qp, psn, ctrl_size, qp.rev, ecn, t_sent)
         sim.ctrl_pkts += 1
-        if not ctrl_per_hop and (kind == CNP or not ack_qp):
+        if not ctrl_per_hop and (not ack_qp or (kind == CNP and cnp_prio)):
             # Strict priority and never paused: propagation + serialization of the reverse path.
             heappush(q, (t + qp.ctrl_lat, next(eid), ctrl_arrive, qp.rev, pkt))
             heappush(P_due[qp.port], t + qp.ctrl_lat)

@@ -77,6 +77,7 @@ class PacketResult:
     stuck: int = 0  # flows neither finished nor failed when the run ended
     paused_at_end: list = field(default_factory=list)  # build.classify_paused
     pfc_counters: dict = field(default_factory=dict)  # refreshes, expiries, watchdog storms
+    warnings: list = field(default_factory=list)  # headroom.HeadroomWarning: lossless sizing
 
     def stuck_warning(self) -> str | None:
         """One line naming the unfinished flows and the links still paused, or None."""
@@ -126,6 +127,7 @@ class PacketResult:
             "stuck": self.stuck,
             "paused_at_end": self.paused_at_end,
             "pfc_counters": self.pfc_counters,
+            "warnings": [w.to_json() for w in self.warnings],
             "max_fct_ns": max((f.fct_ns for f in self.flows if f.fct_ns is not None), default=None),
             "ledger": self.ledger,
             "deadlocks": self.deadlocks,

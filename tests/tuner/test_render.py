@@ -47,10 +47,11 @@ def test_nic_conf_is_ini(tmp_path) -> None:
 
 
 def test_headroom_sonic_formula() -> None:
-    # 2 x MTU + 2 x bytes on the cable + pause quanta x 512 / 8 (SONiC; IEEE quanta 400G = 905)
+    # 2 x frame + 2 x bytes on the cable + pause quanta x 512 / 8 (SONiC; IEEE quanta 400G =
+    # 905); the frame is the MTU's packet on the wire (62 B headers + 20 B preamble and gap)
     mtu, rate, cable_m = 4096, 400 * 10**9, 100.0
     cable_bytes = rate * (cable_m * 5e-9) / 8
-    expect = 2 * mtu + 2 * cable_bytes + 905 * 512 / 8
+    expect = 2 * (mtu + 82) + 2 * cable_bytes + 905 * 512 / 8
     assert render.headroom_bytes(rate, cable_m, mtu) == pytest.approx(expect, abs=2)
     assert render.headroom_bytes(rate, 300.0) > render.headroom_bytes(rate, 100.0)
 

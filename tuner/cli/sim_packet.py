@@ -47,6 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
          help="QPs per flow, NCCL_IB_QPS_PER_CONNECTION (default 1)")
     _add(g, "--ack-every", type=int, default=4, help="ACK coalescing: packets per ACK (default 4)")
     _add(g, "--buffer", default="32MB", help="shared buffer per switch (default 32MB)")
+    _add(g, "--headroom", default=None, metavar="BYTES",
+         help="PFC headroom per lossless ingress queue (default: what 802.1Qbb timing needs, "
+              "2 x frame + 2 x cable bytes + peer response, per port)")
     _add(g, "--ecn-kmin", default="150KB", help="ECN Kmin on the RoCE egress queue (default 150KB)")
     _add(g, "--ecn-kmax", default="1500KB", help="ECN Kmax (default 1500KB)")
     _add(g, "--max-time", default="10s", help="stop the simulated clock here (default 10s)")
@@ -104,6 +107,8 @@ def config_from_args(args):
         ib_timeout=args.ib_timeout, retry_cnt=args.retry_cnt,
         adaptive_retrans=args.adaptive_retrans, ack_every_packets=args.ack_every,
         buffer_bytes=parse_bytes(args.buffer), ecn_kmin_bytes=parse_bytes(args.ecn_kmin),
+        headroom_bytes=(None if getattr(args, "headroom", None) is None
+                        else parse_bytes(args.headroom)),
         ecn_kmax_bytes=parse_bytes(args.ecn_kmax), max_time_ps=parse_duration_ps(args.max_time),
         ecn_mark_at=getattr(args, "ecn_mark_at", "dequeue"),
         ack_class=getattr(args, "ack_class", "qp"),
@@ -151,10 +156,13 @@ def run(args: argparse.Namespace) -> int:
     res = simulate_packets(fabric, flows, config, seed=args.seed, router=router, flaps=flaps)
     doc = res.to_json()
     doc["fabric"] = fabric.name
+    import sys
+
+    if args.json:  # lossless-class sizing (netsim.packet.headroom); the table prints them too
+        for w in res.warnings:
+            print(f"warning: {w.message}", file=sys.stderr)
     warning = res.stuck_warning()
     if warning:
-        import sys
-
         print(warning, file=sys.stderr)
     if args.plot:
         doc["plots"] = [str(p) for p in write_series(res, args.plot)]
@@ -188,5 +196,7 @@ def _print_table(res, fabric_name: str, plots) -> None:
         ["data packets / wall s", f"{res.data_packets / max(res.wall_s, 1e-9):,.0f}"],
     ]
     print(format_table(["metric", "value"], summary))
+    for w in res.warnings:
+        print(f"warning ({w.kind}): {w.message}")
     if plots:
         print("plots: " + ", ".join(plots))

@@ -157,10 +157,10 @@ def test_additive_then_hyper_increase_steps(clock, line_rate_bps):
     cc.on_cnp()
     clock.advance(8 * US)  # second cut: R_T = R_C < line rate, so AI/HAI are not capped
     assert cc.cuts == 2
-    cc.on_send(p.rpg_byte_reset_bytes)  # BC = 1 <= F: fast recovery
+    cc.on_send(p.byte_reset_bytes)  # BC = 1 <= F: fast recovery
     assert cc.last_phase == "fast"
     t_before, r_before = cc.target_bps, cc.rate_bps
-    cc.on_send(p.rpg_byte_reset_bytes)  # BC = 2 > F, T = 0: additive
+    cc.on_send(p.byte_reset_bytes)  # BC = 2 > F, T = 0: additive
     assert cc.last_phase == "additive"
     assert cc.target_bps - t_before == pytest.approx(ai, rel=1e-9)
     assert cc.rate_bps == pytest.approx((r_before + cc.target_bps) / 2, rel=REL)
@@ -168,7 +168,7 @@ def test_additive_then_hyper_increase_steps(clock, line_rate_bps):
     assert cc.stages == (2, 2)
     assert cc.last_phase == "hyper"
     t_before, r_before = cc.target_bps, cc.rate_bps
-    cc.on_send(p.rpg_byte_reset_bytes)
+    cc.on_send(p.byte_reset_bytes)
     assert cc.last_phase == "hyper"
     assert cc.target_bps - t_before == pytest.approx(hai, rel=1e-9)
     assert cc.rate_bps == pytest.approx((r_before + cc.target_bps) / 2, rel=REL)

@@ -25,9 +25,23 @@ def run(cc, n, duration_ps, seed=7, stagger_ps=200 * US, **kw):
                                start_ps=[i * stagger_ps for i in range(n)], **kw)
 
 
-@pytest.mark.parametrize("n", [2, 8])
-def test_dcqcn_converges_to_fair_share_with_high_utilization(n):
-    res = run("dcqcn", n, 20 * MS)
+#: DCQCN byte-counter readings (``netsim.cc.params.DcqcnParams``): the default 32767 x 64 B and
+#: mstflint's literal 32767 B.
+_BYTES = {"rpg_byte_reset_unit_bytes": 1}
+_SLOW_FAIRNESS = (
+    "8 flows started 200 us apart stay unfair with the default 2 MB byte counter: Jain 0.67 over "
+    "the second half of 20 ms, 0.68 of 40 ms, 0.70 of 80 ms (rates 17-130 Gb/s); without a byte "
+    "counter (HPCC ns-3's model) 0.79 / 0.80 / 0.83. After a cut each QP recovers to its own "
+    "target rate; only the additive steps (5 Mb/s per 300 us timer or per 2 MB sent) equalize "
+    "targets. With 32767 B the steps come every few us and Jain is 0.99 at 20 ms "
+    "(docs/congestion-control.md, 'Fluid bottleneck')")
+
+
+@pytest.mark.parametrize("n, params", [
+    (2, None), (2, _BYTES), (8, _BYTES),
+    pytest.param(8, None, marks=pytest.mark.xfail(strict=True, reason=_SLOW_FAIRNESS))])
+def test_dcqcn_converges_to_fair_share_with_high_utilization(n, params):
+    res = run("dcqcn", n, 20 * MS, params=params)
     settled = 10 * MS
     assert res.utilization(settled) >= UTILIZATION_MIN
     assert res.jain_fairness(settled) >= JAIN_MIN

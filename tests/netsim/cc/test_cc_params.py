@@ -34,7 +34,7 @@ def test_round_trip_through_dict(cls):
 
 def test_firmware_defaults_are_the_connectx_values():
     p = DcqcnParams()
-    assert (p.rpg_time_reset_us, p.rpg_byte_reset_bytes, p.rpg_threshold) == (300, 32767, 1)
+    assert (p.rpg_time_reset_us, p.rpg_byte_reset, p.rpg_threshold) == (300, 32767, 1)
     assert (p.rpg_ai_rate_mbps, p.rpg_hai_rate_mbps, p.rpg_min_rate_mbps) == (5, 50, 1)
     assert (p.rpg_gd, p.rpg_min_dec_fac_pct, p.dce_tcp_g, p.initial_alpha_value) == (
         11, 50, 1019, 1023)
@@ -82,7 +82,7 @@ def test_presets_follow_their_sources():
     hpcc = DcqcnParams.preset("hpcc", line_rate_bps=100_000_000_000)
     assert hpcc.g == pytest.approx(1 / 256)  # HPCC ns-3 EWMA_GAIN
     assert hpcc.rpg_ai_rate_mbps == pytest.approx(20.0)  # 5 Mb/s x 100/25
-    assert hpcc.rpg_byte_reset_bytes == 0
+    assert hpcc.byte_reset_bytes == 0
     paper = DcqcnParams.preset("paper", line_rate_bps=100_000_000_000)
     assert (paper.rpg_time_reset_us, paper.dce_tcp_rtt_us) == (55.0, 50.0)
     with pytest.raises(ValueError, match="preset"):
@@ -126,3 +126,21 @@ def test_dcqcn_preset_key_then_overrides(clock):
                  params={"preset": "hpcc", "rpg_time_reset_us": 100})
     assert cc.params.rpg_ai_rate_mbps == pytest.approx(20.0)  # preset, scaled to 100G
     assert cc.params.rpg_time_reset_us == 100.0  # override
+
+
+def test_byte_counter_unit_is_a_named_parameter():
+    # firmware value 32767 in 64 B units by default (docs/congestion-control.md: why 64)
+    p = DcqcnParams()
+    assert (p.rpg_byte_reset, p.rpg_byte_reset_unit_bytes) == (32767, 64)
+    assert p.byte_reset_bytes == 32767 * 64
+    # mstflint's literal reading ("Given in Bytes") is one key away
+    assert DcqcnParams.from_dict({"rpg_byte_reset_unit_bytes": "1"}).byte_reset_bytes == 32767
+    # the older key still sets B in bytes and wins over the firmware value and unit
+    old = DcqcnParams.from_dict({"rpg_byte_reset_bytes": "0", "rpg_byte_reset": 100})
+    assert old.byte_reset_bytes == 0
+    assert old.replace(rpg_byte_reset_bytes=4096).byte_reset_bytes == 4096
+    assert p.replace(rpg_byte_reset=16384).byte_reset_bytes == 16384 * 64
+    with pytest.raises(ValueError, match="rpg_byte_reset_unit_bytes"):
+        DcqcnParams(rpg_byte_reset_unit_bytes=0)
+    with pytest.raises(ValueError, match="rpg_byte_reset_bytes"):
+        DcqcnParams(rpg_byte_reset_bytes=-1)

@@ -85,7 +85,7 @@ def test_ns3_names_map_to_our_parameters(name) -> None:
     assert p.rpg_ai_rate_mbps == ref._rate_mbps(ns3["RATE_AI"])
     assert p.rpg_hai_rate_mbps == ref._rate_mbps(ns3["RATE_HAI"])
     assert p.rpg_min_rate_mbps == ref._rate_mbps(ns3["MIN_RATE"])
-    assert p.rpg_byte_reset_bytes == 0  # the reference has no byte counter
+    assert p.byte_reset_bytes == 0  # the reference has no byte counter
     kmin, kmax, pmax = ref.ecn_for(sc)
     assert (kmin, kmax) == (int(ns3["KMIN_MAP"].split()[2]) * 1000, int(ns3["KMAX_MAP"].split()[2]) * 1000)
 
@@ -122,10 +122,11 @@ REFERENCE_ARTEFACT = ("incast8-100g-long-nic-default", "incast8-400g-long-nic-de
 #: Long scenarios that miss a target for a reason not established (docs/validation.md, "Open
 #: differences"): expected to fail until explained or fixed (strict: a pass is reported).
 OPEN = {
-    "perm16-100g-long-paper": "open: the reference pauses (181-280 PAUSE frames) and its leaf "
-                              "uplink's queue p99 is 8.8 MB, ours 0 and 2.9 MB",
-    "perm16-400g-long-paper": "open: one flow's FCT -28%; the reference sends 982-2192 PAUSE "
-                              "frames, ours 136",
+    "perm16-100g-long-paper": "open: one flow's FCT -12% (aggregate, queue median and p99 and "
+                              "PAUSE frames, 256 vs 181-280, within the targets since ACKs and "
+                              "CNPs queue with the data as in the reference: item 5)",
+    "perm16-400g-long-paper": "open: one flow's FCT +25% (aggregate -1.7%, queue p99 and PAUSE "
+                              "frames, 1623 vs 982-2192, within the targets: item 5)",
 }
 LONG = sorted(s.name for s in ref.all_scenarios() if s.long and s.name not in REFERENCE_ARTEFACT)
 
@@ -173,16 +174,9 @@ def test_repaced_reference_data_is_complete() -> None:
 
 
 #: Against the re-paced reference: misses measured with engine seeds 1-3 (docs/validation.md,
-#: item 1), strict so an agreement shows up.
-REPACED_OPEN = {
-    "perm16-100g-long-nic-default": "open, as the perm16-paper rows (item 5): the re-paced "
-                                    "reference pauses (6-34 PAUSE frames) and its leaf uplink's "
-                                    "queue p99 is 4.8-6.2 MB, ours 0 and 0.9 MB; aggregate 295 "
-                                    "vs 206-248 Gb/s",
-    "perm16-400g-long-nic-default": "open, as the perm16-paper rows (item 5): one flow's FCT "
-                                    "-26%; the re-paced reference pauses (17-32 frames) with a "
-                                    "queue p99 of 6.9-8.0 MB, ours 0 and 1.4 MB",
-}
+#: item 1), strict so an agreement shows up. None since ACKs and CNPs queue with the data at
+#: the switches, as in the reference (item 5): the permutation rows meet every target.
+REPACED_OPEN: dict[str, str] = {}
 
 
 @pytest.mark.slow

@@ -51,9 +51,15 @@ def one_port(n: int, gbps: int, size: int, cc: str, **kw) -> dict:
             "pauses": res.pfc_pauses, "stuck": res.stuck}
 
 
+#: Byte-counter readings compared: the default (32767 x 64 B), mstflint's literal bytes
+#: (32767 B) and the HPCC ns-3 reference's model (no byte counter).
+READINGS = {"default": (), "bytes": (("rpg_byte_reset_unit_bytes", 1),),
+            "off": (("rpg_byte_reset_bytes", 0),)}
+
+
 @cache
-def _long(n: int, gbps: int, cc: str, byte_reset: int | None = None) -> dict:
-    kw = {} if byte_reset is None else {"cc_params": {"rpg_byte_reset_bytes": byte_reset}}
+def _long(n: int, gbps: int, cc: str, reading: str = "default") -> dict:
+    kw = {"cc_params": dict(READINGS[reading])} if cc == "dcqcn" else {}
     return one_port(n, gbps, LONG_BYTES, cc, **kw)
 
 
@@ -65,27 +71,13 @@ def test_dcqcn_cuts_pfc_pauses_tenfold_in_an_8_to_1_incast():
     assert none["aggregate"] >= 0.99  # PFC keeps the port busy without CC
 
 
-# Measured with 100 MB flows, seed 1 (docs/congestion-control.md has the table and commands).
-_BYTE_COUNTER = ("the 32767-byte byte counter (rpg_byte_reset, bytes per mstflint) fires every "
-                 "0.65-1.3 us at 200-400 Gb/s, so recovery undoes each 4 us cut")
-_MISSES = {
-    (2, 400): f"aggregate 0.86 ({_BYTE_COUNTER}: the queue overshoots to 1.7 MB, CNPs for "
-              "queued packets then cut both QPs below 65 Gb/s where the byte counter cannot act "
-              "between cuts); HPCC ns-3 (no byte counter) 0.99-1.01, re-paced 0.98-1.01 "
-              "(RngRun 1-4); ours with rpg_byte_reset_bytes=0 1.00",
-    (16, 100): f"PFC pauses 8408 vs 18649 with CC none (2.2x): {_BYTE_COUNTER} and the start-up "
-               "drives the port into a PFC-held 15-20 MB limit cycle; HPCC ns-3 with re-pacing "
-               "0-393 PAUSE frames, the queue inside Kmin-Kmax 0.99-1.00 (RngRun 1-4); ours "
-               "with rpg_byte_reset_bytes=0 4 pauses",
-}
-# Queue inside Kmin-Kmax (150 KB - 1.5 MB), share of the window: ours / HPCC ns-3.
+# Queue inside Kmin-Kmax (150 KB - 1.5 MB), share of the window, where ours misses 0.5: ours
+# (NIC defaults, 100 MB flows, seed 1; `python tests/netsim/packet/test_cc_physics.py`) /
+# HPCC ns-3 on the same scenario (tests/data/hpcc-ns3/physics.json.gz, RngRun 1-4).
 _QUEUE = {
-    (2, 100): "0.35; HPCC ns-3 0.37-0.53, re-paced 0.32-0.38 (RngRun 1-4)",
-    (2, 400): "0.13; HPCC ns-3 0.16-0.19, re-paced 0.14-0.19 (RngRun 1-4)",
-    (8, 400): "0.36; HPCC ns-3 re-paced 0.28-0.30 (RngRun 1-4)",
-    (16, 400): "0.43; HPCC ns-3 re-paced 0.38-0.42 (RngRun 1-4)",
-    (16, 100): "0.00 (PFC-held 15-20 MB, the byte counter: see the first test); HPCC ns-3 "
-               "re-paced 0.99-1.00 (RngRun 1-4), ours with rpg_byte_reset_bytes=0 1.00",
+    (2, 100): "0.47; HPCC ns-3 re-paced 0.32-0.38 (plain 0.37-0.53, RngRun 1-4)",
+    (2, 400): "0.37; HPCC ns-3 0.16-0.19, re-paced 0.14-0.19 (RngRun 1-4)",
+    (8, 400): "0.34; HPCC ns-3 re-paced 0.28-0.30 (RngRun 1-4)",
 }
 _SHARED = ("the reference keeps the queue under Kmin as much of the time: with few flows or at "
            "400 G (Kmin is 3 us of line rate) DCQCN's sawtooth dips below Kmin")
@@ -94,9 +86,7 @@ _SHARED = ("the reference keeps the queue under Kmin as much of the time: with f
 @pytest.mark.slow
 @pytest.mark.parametrize("gbps", [100, 400])
 @pytest.mark.parametrize("n", [2, 8, 16])
-def test_nic_default_dcqcn_keeps_the_port_busy_fair_and_pause_free(n, gbps, request):
-    if (n, gbps) in _MISSES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_MISSES[(n, gbps)]))
+def test_nic_default_dcqcn_keeps_the_port_busy_fair_and_pause_free(n, gbps):
     none, got = _long(n, gbps, "none"), _long(n, gbps, "dcqcn")
     assert got["stuck"] == 0
     assert got["aggregate"] >= 0.9
@@ -109,36 +99,39 @@ def test_nic_default_dcqcn_keeps_the_port_busy_fair_and_pause_free(n, gbps, requ
 @pytest.mark.parametrize("n", [2, 8, 16])
 def test_nic_default_dcqcn_keeps_the_queue_between_kmin_and_kmax(n, gbps, request):
     if (n, gbps) in _QUEUE:
-        why = _QUEUE[(n, gbps)] + ("" if (n, gbps) == (16, 100) else "; " + _SHARED)
-        request.applymarker(pytest.mark.xfail(strict=True, reason=why))
+        request.applymarker(pytest.mark.xfail(strict=True, reason=_QUEUE[(n, gbps)] + "; " + _SHARED))
     assert _long(n, gbps, "dcqcn")["queue_inside"] >= 0.5
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n, gbps", [(2, 400), (16, 100)])
-def test_without_the_byte_counter_the_nic_default_misses_close(n, gbps):
-    """The two NIC-default misses above close when only the byte counter is off (the HPCC
-    ns-3 reference has none): the byte counter is their cause."""
-    none, got = _long(n, gbps, "none"), _long(n, gbps, "dcqcn", byte_reset=0)
+def test_the_reference_model_without_a_byte_counter_meets_them_too(n, gbps):
+    """The HPCC ns-3 reference has no byte counter; ours without one meets the same criteria."""
+    none, got = _long(n, gbps, "none"), _long(n, gbps, "dcqcn", "off")
     assert got["aggregate"] >= 0.9 and got["jain"] >= 0.95
     assert got["pauses"] * 10 <= none["pauses"]
 
 
-def _trunk(stagger_ps: int, byte_reset: int | None = None) -> float:
+@pytest.mark.slow
+def test_the_byte_counter_read_in_bytes_loses_capacity():
+    """mstflint's literal reading (32767 B, rpg_byte_reset_unit_bytes=1) fires every 0.65-1.3 us
+    at 200-400 Gb/s and undoes each 4 us cut: the 2:1 incast at 400G stays below 0.9 of line
+    rate (docs/congestion-control.md, "NIC defaults on one port"). The evidence for the unit."""
+    assert _long(2, 400, "dcqcn", "bytes")["aggregate"] < 0.9
+
+
+@cache
+def _trunk(stagger_ps: int, reading: str = "default") -> float:
     """Aggregate of two 400G flows sharing one 400G trunk (the second starts *stagger_ps* later)."""
     fab = dumbbell(2, 2, host_gbps=400, core_gbps=400, latency_ns=1000)
     flows = [Flow("l0", "r0", LONG_BYTES), Flow("l1", "r1", LONG_BYTES, start_ps=stagger_ps)]
-    params = {} if byte_reset is None else {"rpg_byte_reset_bytes": byte_reset}
-    res = simulate_packets(fab, flows, PacketConfig(cc="dcqcn", cc_params=params), seed=1,
-                           router=ShortestPathRouter(fab))
+    cfg = PacketConfig(cc="dcqcn", cc_params=dict(READINGS[reading]))
+    res = simulate_packets(fab, flows, cfg, seed=1, router=ShortestPathRouter(fab))
     rates = res.flow_rates_gbps()[_steady(res)]
     return rates.sum(axis=1).mean() / (400 * GOODPUT)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="0.85 (together) and 0.72 (staggered by 20 us) of line "
-                                       f"rate: {_BYTE_COUNTER}; HPCC ns-3 (together) 0.97-1.01, ours "
-                                       "with rpg_byte_reset_bytes=0 1.00 and 1.00")
 @pytest.mark.parametrize("stagger_ps", [0, 20_000_000])
 def test_two_flows_on_one_trunk_reach_line_rate(stagger_ps):
     assert _trunk(stagger_ps) >= 0.9
@@ -147,4 +140,32 @@ def test_two_flows_on_one_trunk_reach_line_rate(stagger_ps):
 @pytest.mark.slow
 @pytest.mark.parametrize("stagger_ps", [0, 20_000_000])
 def test_two_flows_on_one_trunk_reach_line_rate_without_the_byte_counter(stagger_ps):
-    assert _trunk(stagger_ps, byte_reset=0) >= 0.9
+    assert _trunk(stagger_ps, "off") >= 0.9
+
+
+def _table(readings: list[str], rows: list[tuple[int, int]], trunk: bool = True) -> None:
+    """Print the docs table (docs/congestion-control.md, "NIC defaults on one port")."""
+    for n, gbps in rows:
+        none = _long(n, gbps, "none")["pauses"]
+        cells = []
+        for r in readings:
+            g = _long(n, gbps, "dcqcn", r)
+            cells.append(f"{g['aggregate']:.2f} / {g['jain']:.2f} / {g['queue_inside']:.2f} / "
+                         f"{g['pauses']}" + (f" vs {none}" if r == readings[0] else ""))
+        print(f"| {gbps}G, {n} | " + " | ".join(cells) + " |", flush=True)
+    if not trunk:
+        return
+    cells = [f"{_trunk(0, r):.2f} / {_trunk(20_000_000, r):.2f}" for r in readings]
+    print("| 400G trunk, 2 (together / staggered 20 us) | " + " | ".join(cells) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="Measure the physics table (100 MB flows, seed 1).")
+    ap.add_argument("--readings", default="default,bytes,off", help="of " + ", ".join(READINGS))
+    ap.add_argument("--rows", default="2x100,8x100,16x100,2x400,8x400,16x400", help="NxGBPS,...")
+    ap.add_argument("--no-trunk", action="store_true", help="skip the trunk row")
+    a = ap.parse_args()
+    _table(a.readings.split(","), [tuple(int(v) for v in r.split("x")) for r in a.rows.split(",")],
+           trunk=not a.no_trunk)
