@@ -53,8 +53,7 @@ def why_text(cc: ccsearch.CcJobChoice, key: str) -> str:
                 "(start-up bursts are not modelled)")
     n = len(cc.evaluated) - 1
     if key in cc.changed:
-        return (f"moved by the search of {n} settings on the job's {len(cc.scenarios)} "
-                f"congestion point(s): {cc.status}")
+        return f"moved by the search of {n} settings: {cc.status}"
     return (f"vendor default kept: {cc.status}" if not cc.changed else
             f"vendor default kept: the chosen setting moves only {', '.join(cc.changed)}")
 

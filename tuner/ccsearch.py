@@ -19,6 +19,12 @@ defaults plus ``PAUSE_WEIGHT`` x the mean PFC pause-time ratio. Among the accept
 within ``TIE_MARGIN`` of the best score, the one closest to the defaults wins (the defaults
 themselves when they are within the margin). The effect is reported per scenario.
 
+Every scenario runs under both readings of ``rpg_byte_reset``'s unit
+(:data:`BYTE_COUNTER_READINGS`: 64 B, the engine's default, and bytes): the sources disagree
+(``docs/congestion-control.md``) and the two readings move DCQCN's recovery by a factor of 64,
+so a setting is accepted only if it is no worse than the defaults under each. What the search
+recommends then holds whichever way the firmware counts.
+
 Names follow ``netsim.cc.params`` and ``PacketConfig``: ``ecn_kmin_bytes``,
 ``ecn_kmax_ratio`` (Kmax = Kmin x ratio), ``ecn_pmax``, ``rpg_time_reset_us``,
 ``rpg_byte_reset`` (the firmware value, in ``DcqcnParams.rpg_byte_reset_unit_bytes`` units: the
@@ -53,6 +59,11 @@ ACCEPT_TOL = 0.01
 TIE_MARGIN = 0.01
 #: Weight of the PFC pause-time ratio in the score (the p99 FCT ratio has weight 1).
 PAUSE_WEIGHT = 0.1
+#: Readings of ``rpg_byte_reset``'s unit every setting is judged under (64 B units, the engine's
+#: default, and bytes, mstflint's sentence): the sources do not settle it
+#: (docs/congestion-control.md), so a setting is accepted only if it is no worse than the
+#: defaults under both. The advice then does not rest on the disputed semantics.
+BYTE_COUNTER_READINGS = (64, 1)
 #: Switch buffer of a scenario per port (assumption: a shallow shared buffer, about 1 MB per
 #: port of a 64-port switch; deep-buffer switches make PFC rarer).
 BUFFER_PER_PORT_BYTES = 1_000_000
@@ -69,6 +80,9 @@ class HotSpot:
     flow_bytes: int
     buffer_bytes: int
     source: str               # what the flow engine found
+    #: unit of the DCQCN byte counter this scenario runs with (None: the engine's default,
+    #: ``DcqcnParams.rpg_byte_reset_unit_bytes``); see :data:`BYTE_COUNTER_READINGS`
+    byte_unit_bytes: int | None = None
 
     def testbed(self):
         from netsim.packet.testbeds import dumbbell, star
@@ -169,6 +183,8 @@ def evaluate_cc(hot: HotSpot, params: dict, seeds: tuple[int, ...] = (0, 1),
     from netsim.packet.testbeds import ShortestPathRouter
 
     cfg_kw, cc_kw = to_engine(params)
+    if hot.byte_unit_bytes is not None:
+        cc_kw["rpg_byte_reset_unit_bytes"] = int(hot.byte_unit_bytes)
     fab, flows = hot.testbed(), hot.flows()
     total_bits = 8.0 * sum(f.size_bytes for f in flows)
     rows = []
@@ -326,8 +342,20 @@ def _evaluate(scenarios, settings: list[dict], seed: int, workers, scheduler) ->
     return [CcSetting(dict(settings[i]), by[i]) for i in range(len(settings))]
 
 
+def under_readings(scenarios: list[HotSpot], readings=BYTE_COUNTER_READINGS) -> list[HotSpot]:
+    """Each scenario once per reading of the byte counter's unit, labelled with it."""
+    import dataclasses
+
+    if not readings:
+        return list(scenarios)
+    return [dataclasses.replace(h, byte_unit_bytes=int(u),
+                                source=f"{h.source} [rpg_byte_reset in {int(u)} B units]")
+            for h in scenarios for u in readings]
+
+
 def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budget: int = 16,
-                  seed: int = 0, workers: int | None = 0, scheduler: str | None = None) -> CcJobChoice:
+                  seed: int = 0, workers: int | None = 0, scheduler: str | None = None,
+                  readings=BYTE_COUNTER_READINGS) -> CcJobChoice:
     """Search DCQCN/ECN settings on the job's scenarios (see the module docstring).
 
     Parameters
@@ -344,8 +372,12 @@ def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budg
     workers, scheduler
         Sweep-runner fan-out (:func:`tuner.sweep.run_points`): local processes (0 = this
         process) or a Dask scheduler address.
+    readings
+        Units of ``rpg_byte_reset`` every scenario runs under (:data:`BYTE_COUNTER_READINGS`);
+        the choice's scenarios are the scenario x reading pairs. Empty: the engine's default only.
     """
     d = vendor_defaults()
+    scenarios = under_readings(scenarios, readings)
     found = list(found or [])
     if not scenarios:
         default = CcSetting(d, [], True, 0.0)
@@ -373,6 +405,17 @@ def _pairs(default: CcSetting, singles: list[CcSetting], d: dict, room: int) -> 
     return [{**d, **moved}]
 
 
+def _where(scenarios: list[HotSpot]) -> str:
+    """The scenarios in words: congestion points, and the byte-counter readings they ran under."""
+    units = sorted({h.byte_unit_bytes for h in scenarios if h.byte_unit_bytes is not None},
+                   reverse=True)
+    points = len(scenarios) // max(1, len(units))
+    if len(units) < 2:
+        return f"{points} congestion point(s)"
+    return (f"{points} congestion point(s), each under both readings of rpg_byte_reset's unit "
+            f"({' and '.join(f'{u} B' for u in units)})")
+
+
 def _choose(scenarios, found, default: CcSetting, evaluated: list[CcSetting]) -> CcJobChoice:
     ok = [s for s in evaluated if s.accepted]
     best_score = min(s.score for s in ok)
@@ -380,8 +423,9 @@ def _choose(scenarios, found, default: CcSetting, evaluated: list[CcSetting]) ->
     best = min(ties, key=lambda s: distance(s.params, default.params))
     if best is default:
         status = (f"defaults stand: no accepted setting beats them by more than the tie margin "
-                  f"({TIE_MARGIN:.0%} of the score) on the job's {len(scenarios)} congestion point(s)")
+                  f"({TIE_MARGIN:.0%} of the score) on the job's {_where(scenarios)}")
     else:
         status = (f"changed: no worse than the defaults on every scenario (goodput and p99 FCT "
-                  f"within {ACCEPT_TOL:.0%}), score {default.score:.3f} -> {best.score:.3f}")
+                  f"within {ACCEPT_TOL:.0%}) on the job's {_where(scenarios)}, score "
+                  f"{default.score:.3f} -> {best.score:.3f}")
     return CcJobChoice(scenarios, found, default, best, evaluated, status)

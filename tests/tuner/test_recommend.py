@@ -27,8 +27,13 @@ def cc_choice(small_clos, small_job, linear_gpus):
 
 def test_cc_search_runs_on_the_jobs_own_congestion_points(cc_choice) -> None:
     # the striped placement collides: the job's own DP/PP traffic offers a link > capacity
+    from tuner.ccsearch import BYTE_COUNTER_READINGS
     assert cc_choice.scenarios and all("offered" in h.source for h in cc_choice.scenarios)
-    assert len(cc_choice.found) >= len(cc_choice.scenarios)
+    # each congestion point once per reading of the byte counter's unit (64 B and bytes)
+    assert len(cc_choice.found) * len(BYTE_COUNTER_READINGS) >= len(cc_choice.scenarios)
+    units = [h.byte_unit_bytes for h in cc_choice.scenarios]
+    assert sorted(set(units)) == sorted(BYTE_COUNTER_READINGS)
+    assert all(units.count(u) == len(units) // len(BYTE_COUNTER_READINGS) for u in set(units))
     d, b = cc_choice.default, cc_choice.best
     assert len(b.outcomes) == len(d.outcomes) == len(cc_choice.scenarios)
     # accepted only if no worse than the defaults on every scenario (goodput, p99 FCT within 1%)
@@ -168,3 +173,24 @@ def test_report_qp_and_retransmit_rows_are_simulator_outputs(reco, small_clos, s
     assert f"job {rec.details['retransmit']['default']['job_survival']:.3f} -> " \
            f"{r.job_survival:.3f}" in rows["NCCL_IB_TIMEOUT"].effect
     assert s.survivable_flap_s > rec.details["retransmit"]["design_flap_s"]
+
+
+def test_a_setting_must_hold_under_both_readings_of_the_byte_counter() -> None:
+    # the unit of rpg_byte_reset is disputed (64 B vs bytes): the same hot spot behaves
+    # differently under the two readings, and acceptance needs both
+    from tuner.ccsearch import HotSpot, accepted, vendor_defaults
+
+    hot = HotSpot("collision", 2, 400.0, 400.0, 2_000_000, 3_000_000, "test")
+    d = vendor_defaults()
+    o64, o1 = (evaluate_cc(h, d, seeds=(0,)) for h in
+               (HotSpot(**{**hot.__dict__, "byte_unit_bytes": 64}),
+                HotSpot(**{**hot.__dict__, "byte_unit_bytes": 1})))
+    assert o64.p99_fct_ns != o1.p99_fct_ns   # the reading reaches the engine
+    choice = search_job_cc([hot], ["test"], budget=0, seed=0, workers=0)
+    assert [h.byte_unit_bytes for h in choice.scenarios] == [64, 1]
+    assert choice.default.outcomes[0].p99_fct_ns == pytest.approx(o64.p99_fct_ns)
+    assert choice.default.outcomes[1].p99_fct_ns == pytest.approx(o1.p99_fct_ns)
+    # a setting as good as the defaults under one reading and worse under the other is refused
+    from tuner.ccsearch import CcOutcome, CcSetting
+    worse = CcOutcome({}, o1.goodput * 0.9, o1.tail_fct_ns, 0, 0, 0, 0, False, o1.p99_fct_ns * 1.2)
+    assert not accepted(CcSetting(d, [choice.default.outcomes[0], worse]), choice.default)
