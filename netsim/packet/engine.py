@@ -31,6 +31,13 @@ from heapq import heappop, heappush
 
 import simpy
 
+try:  # Cython pure-Python mode: the annotations type the hot path when compiled (setup.py)
+    import cython
+
+    COMPILED = cython.compiled
+except ImportError:  # plain Python without Cython installed: annotations are never evaluated
+    COMPILED = False
+
 from netsim.packet.qp import CNP, DATA, RcTransport, nic_path
 
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)

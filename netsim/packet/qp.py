@@ -23,6 +23,13 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
+try:  # Cython pure-Python mode: the annotations type the hot path when compiled (setup.py)
+    import cython
+
+    COMPILED = cython.compiled
+except ImportError:  # plain Python without Cython installed: annotations are never evaluated
+    COMPILED = False
+
 DATA, ACK, NACK, CNP = 0, 1, 2, 3
 _PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS // rate_bps
 

@@ -126,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     from netsim.faults import parse_flap
     from netsim.packet import simulate_packets
     from netsim.packet.build import check_packet_size
+    from netsim.packet.build_mode import engine_build
     from netsim.packet.plots import write_series
     from topologies import load_fabric
     from topologies.files import resolve_spec
@@ -151,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
     res = simulate_packets(fabric, flows, config, seed=args.seed, router=router, flaps=flaps)
     doc = res.to_json()
     doc["fabric"] = fabric.name
+    doc["engine_build"] = engine_build()  # "compiled" (Cython) or "python"
     warning = res.stuck_warning()
     if warning:
         import sys
@@ -166,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(res, fabric_name: str, plots) -> None:
+    from netsim.packet.build_mode import engine_build
+
     rows = []
     for i, f in enumerate(res.flows[:20]):
         rows.append([f"{i}: {f.src}->{f.dst}", f.bytes,
@@ -186,6 +190,7 @@ def _print_table(res, fabric_name: str, plots) -> None:
         ["cnps", res.cnps], ["timeouts", res.timeouts], ["hol victims", len(res.hol_victims)],
         ["deadlocks", len(res.deadlocks)], ["sim time (us)", f"{res.sim_time_ns / 1000:.3f}"],
         ["data packets / wall s", f"{res.data_packets / max(res.wall_s, 1e-9):,.0f}"],
+        ["engine build", engine_build()],
     ]
     print(format_table(["metric", "value"], summary))
     if plots:
