@@ -11,7 +11,7 @@ import os
 
 from setuptools import Extension, setup
 
-HOT = ["netsim/packet/qp.py", "netsim/packet/engine.py"]
+HOT = ["netsim/packet/_cheap.pyx", "netsim/packet/qp.py", "netsim/packet/engine.py"]
 
 
 def hot_extensions():
@@ -22,7 +22,7 @@ def hot_extensions():
     except ImportError:
         print("netsim: Cython not available, installing the plain Python engine")
         return []
-    exts = [Extension(p[:-3].replace("/", "."), [p], optional=True) for p in HOT]
+    exts = [Extension(p.rsplit(".", 1)[0].replace("/", "."), [p], optional=True) for p in HOT]
     try:
         return cythonize(exts, language_level=3, build_dir="build/cython", quiet=True,
                          compiler_directives={"binding": False})

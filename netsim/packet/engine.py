@@ -40,6 +40,9 @@ except ImportError:  # plain Python without Cython installed: annotations are ne
 
 from netsim.packet.qp import CNP, DATA, Pkt, RcTransport, nic_path
 
+if COMPILED:  # the compiled build's own event heap for the hot path (netsim/packet/_cheap.pyx)
+    from netsim.packet import _cheap
+
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12
 _NEVER = 1 << 62
@@ -209,6 +212,8 @@ class PacketSim(RcTransport):
         self.pause_expiries = self.watchdog_storms = 0
         self.events = 0
         self.deadlocks: list[dict] = []
+        # Compiled build only: port wakes and link arrivals go on a C heap (same order).
+        self.hq = _cheap.CHeap() if COMPILED else None
         self._bind_hot_path()
 
     # ---------------------------------------------------------------- event loop
@@ -223,8 +228,12 @@ class PacketSim(RcTransport):
         # (about a tenth of the run time). Reference counting still frees everything.
         gc_on = gc.isenabled()
         gc.disable()
+        hq = self.hq
+        n0 = hq.events if hq is not None else 0
         try:
-            while q:
+            if hq is not None:
+                _cheap.run_loop(hq, q, env, until_ps)
+            while q and hq is None:
                 item = heappop(q)
                 try:
                     t, _e, fn, a, b = item
@@ -253,6 +262,8 @@ class PacketSim(RcTransport):
         finally:
             if gc_on:
                 gc.enable()
+            if hq is not None:
+                n += hq.events - n0
         self.events += n
 
     def at(self, t_ps: int, fn, a=None, b=None) -> None:
@@ -498,6 +509,8 @@ def _hot_path(sim: PacketSim) -> dict:
     N_xoff: list = sim.N_xoff
     headroom: list = sim.headroom
     L_fly: list = sim.L_fly
+    hq: CHeap = sim.hq  # compiled build: wakes and arrivals go on this C heap (else on q)
+    cheap: cython.bint = hq is not None
     assert sim.tie_mask < 1 << 35
     tie_mask: cython.longlong = sim.tie_mask
     PS_BITS: cython.longlong = _PS_BITS
@@ -525,7 +538,10 @@ def _hot_path(sim: PacketSim) -> dict:
         if 0 <= w <= t:
             return
         P_wake[lk] = t
-        heappush(q, (t, next(eid), wake, lk, None))
+        if cheap:
+            hq.push((t, 0, next(eid), wake, lk, None))
+        else:
+            heappush(q, (t, next(eid), wake, lk, None))
 
     def wake(t: cython.longlong, lk: cython.Py_ssize_t, _):
         if P_wake[lk] != t:
@@ -552,9 +568,14 @@ def _hot_path(sim: PacketSim) -> dict:
             tie0: cython.longlong = L_tie[lk]
             key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
             fly = L_fly[lk]
-            fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
-            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                heappush(q, fly[0])
+            if cheap:
+                fly.append((ta, key, next(eid), arrive, lk, pkt))
+                if len(fly) == 1:
+                    hq.push(fly[0])
+            else:
+                fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
+                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                    heappush(q, fly[0])
         else:
             lost(lk, pkt)
         return end
@@ -613,9 +634,14 @@ def _hot_path(sim: PacketSim) -> dict:
             tie0: cython.longlong = L_tie[lk]
             key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
             fly = L_fly[lk]
-            fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
-            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                heappush(q, fly[0])
+            if cheap:
+                fly.append((ta, key, next(eid), arrive, lk, pkt))
+                if len(fly) == 1:
+                    hq.push(fly[0])
+            else:
+                fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
+                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                    heappush(q, fly[0])
         else:
             lost(lk, pkt)
         if data:
@@ -623,7 +649,10 @@ def _hot_path(sim: PacketSim) -> dict:
             w: cython.longlong = P_wake[lk]
             if not 0 <= w <= end:
                 P_wake[lk] = end
-                heappush(q, (end, next(eid), wake, lk, None))
+                if cheap:
+                    hq.push((end, 0, next(eid), wake, lk, None))
+                else:
+                    heappush(q, (end, next(eid), wake, lk, None))
 
     def arrive(t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
         """*pkt* has fully arrived over link *lk* at the link's head node."""
@@ -631,7 +660,10 @@ def _hot_path(sim: PacketSim) -> dict:
         fly = L_fly[lk]
         fly.popleft()
         if fly:  # the link's next arrival goes on the heap
-            heappush(q, fly[0])
+            if cheap:
+                hq.push(fly[0])
+            else:
+                heappush(q, fly[0])
         if not L_up[lk]:
             lost(lk, pkt)
             return
@@ -682,9 +714,14 @@ def _hot_path(sim: PacketSim) -> dict:
                 tie0: cython.longlong = L_tie[nl]
                 key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
                 fly = L_fly[nl]
-                fly.append((ta, key << 40 | next(eid), arrive, nl, pkt))
-                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                    heappush(q, fly[0])
+                if cheap:
+                    fly.append((ta, key, next(eid), arrive, nl, pkt))
+                    if len(fly) == 1:
+                        hq.push(fly[0])
+                else:
+                    fly.append((ta, key << 40 | next(eid), arrive, nl, pkt))
+                    if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                        heappush(q, fly[0])
             else:
                 lost(nl, pkt)
             return
