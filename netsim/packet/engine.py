@@ -26,6 +26,7 @@ the same environment still run through their callbacks.
 from __future__ import annotations
 
 import gc
+from array import array
 from collections import deque
 from heapq import heappop, heappush
 
@@ -46,6 +47,12 @@ if COMPILED:  # the compiled build's own event heap for the hot path (netsim/pac
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12
 _NEVER = 1 << 62
+
+
+def _ints(values):
+    """A table of integers indexed by port or link: a list, or in the compiled build a C array
+    of int64 (``array('q')``, the same values) that the hot path reads without boxing."""
+    return array("q", values) if COMPILED else list(values)
 
 
 class _Done(Exception):
@@ -118,42 +125,42 @@ class PacketSim(RcTransport):
         n = len(link_dst)
         self.L_src = list(link_src)
         self.L_dst = list(link_dst)
-        self.L_rate = [int(r) for r in link_rate_bps]
-        self.L_prop = [int(p) for p in link_prop_ps]
-        self.L_nic = list(link_nic)
-        self.L_rev = list(reverse_link)
+        self.L_rate = _ints(int(r) for r in link_rate_bps)
+        self.L_prop = _ints(int(p) for p in link_prop_ps)
+        self.L_nic = _ints(link_nic)
+        self.L_rev = _ints(reverse_link)
         self.L_up = [True] * n
         # Packets in flight on each link, in arrival order (a link serializes, so its arrivals
         # are in time order): only the first of each link is on the event heap, the others
         # wait here. The heap stays as small as the number of busy links instead of the
         # number of packets in flight; the order events run in is the same.
         self.L_fly = [deque() for _ in range(n)]
-        self.P_busy = [0] * n
-        self.P_wake = [-1] * n
+        self.P_busy = _ints([0] * n)
+        self.P_wake = _ints([-1] * n)
         self.P_ctrl = [deque() for _ in range(n)]
         self.P_data = [deque() for _ in range(n)]
-        self.P_qb = [0] * n
-        self.P_qmax = [0] * n
+        self.P_qb = _ints([0] * n)
+        self.P_qmax = _ints([0] * n)
         self.P_paused = [False] * n
         self.P_pause_t0 = [0] * n
         self.P_paused_ps = [0] * n
         self.P_pause_rx = [0] * n
-        self.P_txb = [0] * n
-        self.P_ecn = [0] * n
+        self.P_txb = _ints([0] * n)
+        self.P_ecn = _ints([0] * n)
         self.P_drop = [0] * n
-        self.I_bytes = [0] * n
+        self.I_bytes = _ints([0] * n)
         self.I_xoff = [False] * n
-        self.I_level = [0] * n
+        self.I_level = _ints([0] * n)
         self.I_pause_tx = [0] * n
-        self.I_hr_max = [0] * n
-        self.nic_rr = [0] * n
+        self.I_hr_max = _ints([0] * n)
+        self.nic_rr = _ints([0] * n)
         self.P_commit = [0] * n  # filled by the builder
         # Per NIC port: times of pending events that can change what the NIC sends (heaps;
         # the commit window stops short of the first) and the shortest way back of a CNP.
         self.P_due: list[list[int]] = [[] for _ in range(n)]
-        self.P_ctrl_min = [_NEVER] * n
+        self.P_ctrl_min = _ints([_NEVER] * n)
         self.paused_set: set[int] = set()
-        self.S_used = [0] * (max(link_dst) + 1 if n else 1)
+        self.S_used = _ints([0] * (max(link_dst) + 1 if n else 1))
         self.mtu = cfg.mtu_bytes
         self.hdr = cfg.header_bytes + cfg.wire_gap_bytes
         self.ctrl_size = cfg.ctrl_bytes + cfg.wire_gap_bytes
@@ -174,7 +181,7 @@ class PacketSim(RcTransport):
         # port's tail when a PAUSE reaches it, and the pause time one PAUSE frame carries.
         self.P_resp = [0] * n
         self.P_ptime = [0] * n
-        self.P_pause_eff = [_NEVER] * n  # a PAUSE arrived and takes effect then
+        self.P_pause_eff = _ints([_NEVER] * n)  # a PAUSE arrived and takes effect then
         self.P_pause_until = [-1] * n  # the pause in effect expires then unless refreshed
         self.P_pause_since = [-1] * n  # paused continuously since (the watchdog's clock)
         self.P_wd_until = [-1] * n  # the PFC watchdog ignores PAUSE on this port until then
@@ -198,7 +205,7 @@ class PacketSim(RcTransport):
         # the lower link id always winning (which let one of two symmetric incast flows finish
         # first every time). The key depends only on (link, arrival time, seed): no result
         # depends on the order events were created in (commit window, fast path).
-        self.L_tie = [int(x) for x in rng.permutation(n)] if n else []
+        self.L_tie = _ints(int(x) for x in rng.permutation(n)) if n else _ints([])
         self.tie_mask = (1 << max(1, n.bit_length())) - 1
         self._draws = _uniform_blocks(rng)
         self.cnp_gen = None
@@ -488,24 +495,24 @@ def _hot_path(sim: PacketSim) -> dict:
     eid = sim.eid
     L_up: list = sim.L_up
     L_dst: list = sim.L_dst
-    L_rate: list = sim.L_rate
-    L_prop: list = sim.L_prop
-    L_nic: list = sim.L_nic
-    L_tie: list = sim.L_tie
-    P_busy: list = sim.P_busy
-    P_wake: list = sim.P_wake
+    L_rate: cython.longlong[:] = sim.L_rate
+    L_prop: cython.longlong[:] = sim.L_prop
+    L_nic: cython.longlong[:] = sim.L_nic
+    L_tie: cython.longlong[:] = sim.L_tie
+    P_busy: cython.longlong[:] = sim.P_busy
+    P_wake: cython.longlong[:] = sim.P_wake
     P_ctrl: list = sim.P_ctrl
     P_data: list = sim.P_data
-    P_qb: list = sim.P_qb
-    P_qmax: list = sim.P_qmax
+    P_qb: cython.longlong[:] = sim.P_qb
+    P_qmax: cython.longlong[:] = sim.P_qmax
     P_paused: list = sim.P_paused
-    P_txb: list = sim.P_txb
-    P_ecn: list = sim.P_ecn
-    I_bytes: list = sim.I_bytes
+    P_txb: cython.longlong[:] = sim.P_txb
+    P_ecn: cython.longlong[:] = sim.P_ecn
+    I_bytes: cython.longlong[:] = sim.I_bytes
     I_xoff: list = sim.I_xoff
-    I_level: list = sim.I_level
-    I_hr_max: list = sim.I_hr_max
-    S_used: list = sim.S_used
+    I_level: cython.longlong[:] = sim.I_level
+    I_hr_max: cython.longlong[:] = sim.I_hr_max
+    S_used: cython.longlong[:] = sim.S_used
     N_xoff: list = sim.N_xoff
     headroom: list = sim.headroom
     L_fly: list = sim.L_fly

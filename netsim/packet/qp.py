@@ -224,16 +224,16 @@ def nic_path(sim, tx, kick, serve) -> dict:
     The annotations type them for the compiled build (as in ``engine._hot_path``); the pacing
     arithmetic that mixes floats stays in Python objects, as in the plain path."""
     nic_active: list = sim.nic_active
-    L_nic: list = sim.L_nic
-    P_busy: list = sim.P_busy
+    L_nic: cython.longlong[:] = sim.L_nic
+    P_busy: cython.longlong[:] = sim.P_busy
     P_commit: list = sim.P_commit
-    P_pause_eff: list = sim.P_pause_eff
-    nic_rr: list = sim.nic_rr
+    P_pause_eff: cython.longlong[:] = sim.P_pause_eff
+    nic_rr: cython.longlong[:] = sim.nic_rr
     P_ctrl: list = sim.P_ctrl
-    L_rev: list = sim.L_rev
+    L_rev: cython.longlong[:] = sim.L_rev
     L_fly: list = sim.L_fly
     P_due: list = sim.P_due
-    P_ctrl_min: list = sim.P_ctrl_min
+    P_ctrl_min: cython.longlong[:] = sim.P_ctrl_min
     P_rxgap: list = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0
                      else 0 for r in sim.L_rev]
     mtu: cython.longlong = sim.mtu
