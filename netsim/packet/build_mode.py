@@ -40,18 +40,36 @@ def _load_sources() -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[full] = module
         spec.loader.exec_module(module)
+        setattr(sys.modules[__package__], name, module)
 
 
 def engine_build() -> str:
     """``"compiled"`` if every hot module is the compiled one, ``"python"`` if none is,
     ``"mixed"`` otherwise (a partial build)."""
-    from netsim.packet import engine, qp
-
-    flags = {bool(m.COMPILED) for m in (engine, qp)}
+    flags = {bool(sys.modules[f"{__package__}.{name}"].COMPILED) for name in ("engine", "qp")}
     if flags == {True}:
         return "compiled"
     return "python" if flags == {False} else "mixed"
 
 
+#: Why the plain path runs although compiled modules exist (a partial or stale build), or None.
+FALLBACK_REASON: str | None = None
+
+
+def _import_hot() -> None:
+    """Import the hot modules; if a compiled one cannot load, use the sources for all."""
+    global FALLBACK_REASON
+    try:
+        for name in HOT_MODULES:
+            importlib.import_module(f"{__package__}.{name}")
+    except ImportError as exc:
+        FALLBACK_REASON = f"compiled hot path unusable ({exc}); running the plain Python path"
+        for name in HOT_MODULES:
+            sys.modules.pop(f"{__package__}.{name}", None)
+        _load_sources()
+
+
 if pure_requested():
     _load_sources()
+else:
+    _import_hot()
