@@ -516,7 +516,8 @@ def _hot_path(sim: PacketSim) -> dict:
     N_xoff: list = sim.N_xoff
     headroom: list = sim.headroom
     L_fly: list = sim.L_fly
-    hq: CHeap = sim.hq  # compiled build: wakes and arrivals go on this C heap (else on q)
+    hq: CHeap = sim.hq  # noqa: F821 (cimported in engine.pxd) compiled build: wakes and arrivals
+    # go on this C heap, else on q
     cheap: cython.bint = hq is not None
     assert sim.tie_mask < 1 << 35
     tie_mask: cython.longlong = sim.tie_mask
