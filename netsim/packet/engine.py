@@ -124,7 +124,7 @@ class PacketSim(RcTransport):
         self.clock = _Clock(self)
         n = len(link_dst)
         self.L_src = list(link_src)
-        self.L_dst = list(link_dst)
+        self.L_dst = _ints(link_dst)
         self.L_rate = _ints(int(r) for r in link_rate_bps)
         self.L_prop = _ints(int(p) for p in link_prop_ps)
         self.L_nic = _ints(link_nic)
@@ -494,7 +494,7 @@ def _hot_path(sim: PacketSim) -> dict:
     q: list = sim.q
     eid = sim.eid
     L_up: list = sim.L_up
-    L_dst: list = sim.L_dst
+    L_dst: cython.longlong[:] = sim.L_dst
     L_rate: cython.longlong[:] = sim.L_rate
     L_prop: cython.longlong[:] = sim.L_prop
     L_nic: cython.longlong[:] = sim.L_nic
