@@ -531,7 +531,7 @@ def _hot_path(sim: PacketSim) -> dict:
     buffer: cython.double = sim.buffer
     alpha: cython.double = sim.alpha
     static: cython.bint = sim.xoff_static is not None
-    xoff_static: cython.double = sim.xoff_static if static else 0.0
+    xoff_fixed: cython.double = sim.xoff_static if static else 0.0  # read only when static
     kmin: cython.double = sim.kmin
     kmax: cython.double = sim.kmax
     pmax: cython.double = sim.pmax
@@ -706,7 +706,7 @@ def _hot_path(sim: PacketSim) -> dict:
         if busy <= t and fast and not xoff and w < 0 \
                 and not P_data[nl] and not P_paused[nl] and not P_ctrl[nl] \
                 and used + size <= buffer and (not pfc or ibytes + size <= (
-                    xoff_static if static else alpha * (buffer - used))):
+                    xoff_fixed if static else alpha * (buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
             # buffer would hold it for no time; the same as the slow path below, which records
             # the packet's own size as the port's queue maximum). tx, inlined.
@@ -742,7 +742,7 @@ def _hot_path(sim: PacketSim) -> dict:
         if busy > t:  # bytes still to serialize of the packets already committed
             rate = L_rate[nl]
             qb += (busy - t) * rate // PS_BITS
-        thr: cython.double = xoff_static if static else alpha * (buffer - used)
+        thr: cython.double = xoff_fixed if static else alpha * (buffer - used)
         ib: cython.longlong
         hr: cython.longlong
         lim: cython.longlong
