@@ -15,7 +15,6 @@ wake and ``key = (tie + 1) << 40 | eid`` for an arrival; here by ``(t, hi, lo)``
 unique (every entry has its own eid), so any correct priority queue pops them in one order.
 """
 
-from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from heapq import heappop
 from libc.stdlib cimport free, malloc, realloc
 
@@ -31,22 +30,28 @@ cdef inline bint _less(Node *x, Node *y) noexcept nogil:
 
 
 cdef class CHeap:
-    """A binary min-heap of 6-tuples ``(t, hi, lo, fn, a, b)`` keyed by ``(t, hi, lo)``."""
+    """A binary min-heap of 6-tuples ``(t, hi, lo, fn, a, b)`` keyed by ``(t, hi, lo)``.
+
+    The keys live in a C array; the entries in a Python list at fixed slots (``refs``), so the
+    garbage collector sees them (an entry refers back to the simulator through its callback:
+    a simulator left with pending events is a reference cycle it must be able to free).
+    """
 
     def __cinit__(self):
         self.cap = 1024
         self.n = 0
         self.events = 0
+        self.refs = []
+        self.nfree = 0
+        self.free_cap = 1024
         self.a = <Node *> malloc(self.cap * sizeof(Node))
-        if self.a == NULL:
+        self.free = <Py_ssize_t *> malloc(self.free_cap * sizeof(Py_ssize_t))
+        if self.a == NULL or self.free == NULL:
             raise MemoryError()
 
     def __dealloc__(self):
-        cdef Py_ssize_t i
-        if self.a != NULL:
-            for i in range(self.n):
-                Py_DECREF(<object> self.a[i].e)
-            free(self.a)
+        free(self.a)
+        free(self.free)
 
     def __len__(self):
         return self.n
@@ -66,8 +71,13 @@ cdef class CHeap:
                 raise MemoryError()
             self.a = grown
             self.cap *= 2
-        Py_INCREF(e)
-        node.e = <PyObject *> e
+        if self.nfree:
+            self.nfree -= 1
+            node.slot = self.free[self.nfree]
+            self.refs[node.slot] = e
+        else:
+            node.slot = len(self.refs)
+            self.refs.append(e)
         i = self.n
         self.n += 1
         while i > 0:
@@ -84,6 +94,7 @@ cdef class CHeap:
         cdef Node top = self.a[0]
         cdef Node last
         cdef Py_ssize_t i, c, n
+        cdef Py_ssize_t *grown
         self.n -= 1
         n = self.n
         if n > 0:
@@ -101,8 +112,16 @@ cdef class CHeap:
                 else:
                     break
             self.a[i] = last
-        e = <object> top.e  # a new reference; drop the heap's own
-        Py_DECREF(e)
+        e = self.refs[top.slot]
+        self.refs[top.slot] = None
+        if self.nfree == self.free_cap:
+            grown = <Py_ssize_t *> realloc(self.free, 2 * self.free_cap * sizeof(Py_ssize_t))
+            if grown == NULL:
+                raise MemoryError()
+            self.free = grown
+            self.free_cap *= 2
+        self.free[self.nfree] = top.slot
+        self.nfree += 1
         return e
 
     def peek_time(self):

@@ -52,3 +52,30 @@ def test_compiled_and_plain_paths_give_identical_results():
         compiled[name] = [result_digest(res), res.events]
     differ = [n for n in SCENARIOS if compiled[n] != pure["digests"][n]]
     assert not differ, f"compiled and plain paths differ on {differ}"
+
+
+def test_a_simulator_with_pending_events_is_freed():
+    # A run stopped with events still queued leaves cycles (entries -> callbacks -> simulator
+    # -> heap); the garbage collector must reach them on either build (the compiled heap keeps
+    # its entries in a Python list for that).
+    import gc
+    import weakref
+
+    import numpy as np
+
+    from netsim.packet import PacketConfig
+    from netsim.packet.build import _make_qps, build_sim
+    from netsim.packet.testbeds import ShortestPathRouter, star
+    from netsim.traffic import Flow
+
+    fab = star(5, host_gbps=400, latency_ns=1000)
+    flows = [Flow(f"h{i + 1}", "h0", 400_000) for i in range(4)]
+    cfg, rng = PacketConfig(), np.random.default_rng(0)
+    sim = build_sim(fab, cfg, rng)
+    _make_qps(sim, fab, flows, cfg, ShortestPathRouter(fab), rng)
+    sim.run(2_000_000)  # 2 us: packets still in flight, wakes and arrivals still queued
+    assert sim.events > 0 and (len(sim.q) + (len(sim.hq) if sim.hq is not None else 0)) > 0
+    ref = weakref.ref(sim)
+    del sim
+    gc.collect()
+    assert ref() is None
