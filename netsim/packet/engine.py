@@ -20,7 +20,9 @@ Model (details and sources in ``docs/packet-engine.md`` and :mod:`netsim.packet.
 Speed: the hot path is plain callbacks on simpy's heap (``Environment._queue``), entries
 ``(t_ps, eid, fn, a, b)`` run by :meth:`PacketSim.run`; a port's next service is one
 lazy wake event; pacing is by computed departure times. simpy events (processes, timeouts) on
-the same environment still run through their callbacks.
+the same environment still run through their callbacks. ``setup.py`` compiles this module and
+``qp.py`` with Cython when it can (the same code, typed by the annotations and ``engine.pxd``;
+``netsim/packet/build_mode.py``, ``docs/packet-engine.md``): identical results, faster.
 """
 
 from __future__ import annotations
@@ -238,7 +240,7 @@ class PacketSim(RcTransport):
         hq = self.hq
         n0 = hq.events if hq is not None else 0
         try:
-            if hq is not None:
+            if hq is not None:  # compiled build: the loop below, over both heaps (_cheap.pyx)
                 _cheap.run_loop(hq, q, env, until_ps)
             while q and hq is None:
                 item = heappop(q)
