@@ -9,7 +9,9 @@ ratio of this engine to htsim. htsim's build and flags: ``../shared/reference/pe
 (``-strat ecmp_host -paths 256 -linkspeed 400000 -mtu 4096``, its default 15-packet lossless
 queues, no end-to-end congestion control: pass ``--cc none`` for the like-for-like run).
 The traffic matrix is ours (``netsim.traffic.permutation`` with the seed), written in htsim's
-connection-matrix format with host i = the fabric's i-th NIC.
+connection-matrix format with host i = the fabric's i-th NIC. Where this tree's hot path is
+compiled (``setup.py build_ext --inplace``), it also runs on its plain Python path
+(``NETSIM_PURE_PYTHON=1``) as a third contender.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ _CHILD = """
 import json, sys, time
 import numpy as np
 from netsim.packet import PacketConfig, simulate_packets
+try:
+    from netsim.packet.build_mode import engine_build
+except ImportError:  # a baseline revision from before the compiled build
+    def engine_build():
+        return "python"
 from netsim.traffic import permutation
 from topologies import FatTreeSpec, fat_tree
 k, gbps, lat, size, cc, seed = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),
@@ -47,7 +54,8 @@ res = simulate_packets(fabric, flows, PacketConfig(cc=cc, pfc=True), seed=seed)
 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
 fcts = [f.fct_ns for f in res.flows if f.fct_ns is not None]
 print(json.dumps({"pkts": res.data_packets, "events": res.events, "cpu_s": cpu, "wall_s": wall,
-                  "done": len(fcts), "last_fct_us": max(fcts) / 1000 if fcts else None}))
+                  "done": len(fcts), "last_fct_us": max(fcts) / 1000 if fcts else None,
+                  "build": engine_build()}))
 """
 
 
@@ -86,12 +94,21 @@ def run_htsim(binary: str, hosts: int, matrix: Path, gbps: float, work: Path) ->
             "done": len(done), "last_fct_us": max((t for t, _ in done), default=None)}
 
 
-def run_engine(root: str, k: int, args, size: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": root}
+def run_engine(root: str, k: int, args, size: int, pure: bool = False) -> dict:
+    env = {**os.environ, "PYTHONPATH": root, "NETSIM_PURE_PYTHON": "1" if pure else ""}
     out = subprocess.run([sys.executable, "-c", _CHILD, str(k), str(args.gbps),
                           str(args.latency_ns), str(size), args.cc, "0"],
                          capture_output=True, text=True, env=env, check=True, cwd=root)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _tree_is_compiled(root: str) -> bool:
+    """Whether the packet engine of the tree at *root* runs compiled (``setup.py``)."""
+    code = "from netsim.packet.build_mode import engine_build; print(engine_build())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": root, "NETSIM_PURE_PYTHON": ""},
+                         cwd=root)
+    return out.stdout.strip() == "compiled"
 
 
 def compare_htsim(args) -> int:
@@ -104,6 +121,8 @@ def compare_htsim(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         contenders = {"htsim": None, "this tree": here}
+        if _tree_is_compiled(here):  # the same tree on its plain Python path as well
+            contenders["this tree, pure Python"] = here
         for ref in (args.baseline or "").split(","):
             if not ref:
                 continue
@@ -123,9 +142,10 @@ def compare_htsim(args) -> int:
             for _ in range(args.reps):
                 for name, root in contenders.items():
                     r = (run_htsim(args.htsim, n, matrix, args.gbps, work) if root is None
-                         else run_engine(root, k, args, size))
+                         else run_engine(root, k, args, size, pure=name.endswith("Python")))
                     runs[name].append(r)
-                    print(f"  {n} hosts, {name}: {r['pkts'] / r['cpu_s']:,.0f} pkts/CPU s "
+                    print(f"  {n} hosts, {name} ({r.get('build', 'C++')}): "
+                          f"{r['pkts'] / r['cpu_s']:,.0f} pkts/CPU s "
                           f"({r['cpu_s']:.1f} CPU s, {r['wall_s']:.1f} wall s, "
                           f"{r['done']} flows done)", file=sys.stderr)
             rate = {name: statistics.median(r["pkts"] / r["cpu_s"] for r in v)

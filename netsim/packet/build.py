@@ -155,6 +155,7 @@ def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None 
 
 def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
     nic_pos = {name: i for i, name in enumerate(fabric.nics)}
+    table = _route_table(router, fabric, flows, nic_pos)
     next_qpn = [_QPN_BASE] * len(fabric.nics)
     out = []
     sim.flow_dlv = [0] * len(flows)
@@ -169,8 +170,8 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
             qpn = next_qpn[ni]
             next_qpn[ni] += 1
             sport = _udp_sport(qpn)
-            fwd = _nic_route(router, fabric, s_nic, d_nic, sport)
-            rev = _nic_route(router, fabric, d_nic, s_nic, sport)
+            fwd = table.get((s_nic, d_nic, sport)) or _nic_route(router, fabric, s_nic, d_nic, sport)
+            rev = table.get((d_nic, s_nic, sport)) or _nic_route(router, fabric, d_nic, s_nic, sport)
             payload = share + (1 if j < extra else 0)
             if payload == 0:
                 continue
@@ -195,6 +196,37 @@ def _make_qps(sim, fabric, flows, cfg, router, rng) -> list[list[QP]]:
             heappush(sim.P_due[qp.port], int(fl.start_ps))
             sim.P_ctrl_min[qp.port] = min(sim.P_ctrl_min[qp.port], qp.ctrl_lat)
     return out
+
+
+def _route_table(router, fabric, flows, nic_pos) -> dict:
+    """Every QP's forward and reverse NIC-to-NIC path, ``(src, dst, sport) -> links``, routed
+    in one ``route_many`` call where the router is the fabric's own ``Router`` (per-flow
+    hashing, so the same paths as one ``path`` call each); empty otherwise (routed per QP)."""
+    from topologies.routing import Router
+
+    if type(router) is not Router:
+        return {}
+    next_qpn = [_QPN_BASE] * len(fabric.nics)
+    keys = []
+    for fl in flows:
+        s_nic, d_nic = _endpoint_nic(fabric, fl.src), _endpoint_nic(fabric, fl.dst)
+        if s_nic == d_nic:
+            return {}  # _make_qps raises on it
+        ni = nic_pos[s_nic]
+        for _ in range(int(fl.qps)):
+            sport = _udp_sport(next_qpn[ni])
+            next_qpn[ni] += 1
+            keys += [(s_nic, d_nic, sport), (d_nic, s_nic, sport)]
+    indptr, links = router.route_many([nic_pos[k[0]] for k in keys], [nic_pos[k[1]] for k in keys],
+                                      [k[2] for k in keys])
+    kinds, bounds, links = fabric.link_kind, indptr.tolist(), links.tolist()
+    table = {}
+    for i, key in enumerate(keys):
+        path = tuple(lid for lid in links[bounds[i]:bounds[i + 1]]
+                     if str(kinds[lid]) not in ("pcie", "nvlink"))
+        if path:
+            table[key] = path
+    return table
 
 
 def router_without(router, fabric, dead: Sequence[int]):
@@ -337,4 +369,4 @@ def _port_stats(sim, fabric, now) -> list[PortStats]:
 def _count_in_flight(sim) -> int:
     """Data packets still queued or on a wire when the run stopped (counted from the state)."""
     n = sum(1 for d in sim.P_data for p in d if p.kind == 0)
-    return n + sum(1 for fly in sim.L_fly for item in fly if item[4].kind == 0)
+    return n + sum(1 for fly in sim.L_fly for item in fly if item[-1].kind == 0)

@@ -20,22 +20,41 @@ Model (details and sources in ``docs/packet-engine.md`` and :mod:`netsim.packet.
 Speed: the hot path is plain callbacks on simpy's heap (``Environment._queue``), entries
 ``(t_ps, eid, fn, a, b)`` run by :meth:`PacketSim.run`; a port's next service is one
 lazy wake event; pacing is by computed departure times. simpy events (processes, timeouts) on
-the same environment still run through their callbacks.
+the same environment still run through their callbacks. ``setup.py`` compiles this module and
+``qp.py`` with Cython when it can (the same code, typed by the annotations and ``engine.pxd``;
+``netsim/packet/build_mode.py``, ``docs/packet-engine.md``): identical results, faster.
 """
 
 from __future__ import annotations
 
 import gc
+from array import array
 from collections import deque
 from heapq import heappop, heappush
 
 import simpy
 
-from netsim.packet.qp import CNP, DATA, RcTransport, nic_path
+try:  # Cython pure-Python mode: the annotations type the hot path when compiled (setup.py)
+    import cython
+
+    COMPILED = cython.compiled
+except ImportError:  # plain Python without Cython installed: annotations are never evaluated
+    COMPILED = False
+
+from netsim.packet.qp import CNP, DATA, Pkt, RcTransport, nic_path
+
+if COMPILED:  # the compiled build's own event heap for the hot path (netsim/packet/_cheap.pyx)
+    from netsim.packet import _cheap
 
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12
 _NEVER = 1 << 62
+
+
+def _ints(values):
+    """A table of integers indexed by port or link: a list, or in the compiled build a C array
+    of int64 (``array('q')``, the same values) that the hot path reads without boxing."""
+    return array("q", values) if COMPILED else list(values)
 
 
 class _Done(Exception):
@@ -107,43 +126,43 @@ class PacketSim(RcTransport):
         self.clock = _Clock(self)
         n = len(link_dst)
         self.L_src = list(link_src)
-        self.L_dst = list(link_dst)
-        self.L_rate = [int(r) for r in link_rate_bps]
-        self.L_prop = [int(p) for p in link_prop_ps]
-        self.L_nic = list(link_nic)
-        self.L_rev = list(reverse_link)
+        self.L_dst = _ints(link_dst)
+        self.L_rate = _ints(int(r) for r in link_rate_bps)
+        self.L_prop = _ints(int(p) for p in link_prop_ps)
+        self.L_nic = _ints(link_nic)
+        self.L_rev = _ints(reverse_link)
         self.L_up = [True] * n
         # Packets in flight on each link, in arrival order (a link serializes, so its arrivals
         # are in time order): only the first of each link is on the event heap, the others
         # wait here. The heap stays as small as the number of busy links instead of the
         # number of packets in flight; the order events run in is the same.
         self.L_fly = [deque() for _ in range(n)]
-        self.P_busy = [0] * n
-        self.P_wake = [-1] * n
+        self.P_busy = _ints([0] * n)
+        self.P_wake = _ints([-1] * n)
         self.P_ctrl = [deque() for _ in range(n)]
         self.P_data = [deque() for _ in range(n)]
-        self.P_qb = [0] * n
-        self.P_qmax = [0] * n
+        self.P_qb = _ints([0] * n)
+        self.P_qmax = _ints([0] * n)
         self.P_paused = [False] * n
         self.P_pause_t0 = [0] * n
         self.P_paused_ps = [0] * n
         self.P_pause_rx = [0] * n
-        self.P_txb = [0] * n
-        self.P_ecn = [0] * n
+        self.P_txb = _ints([0] * n)
+        self.P_ecn = _ints([0] * n)
         self.P_drop = [0] * n
-        self.I_bytes = [0] * n
+        self.I_bytes = _ints([0] * n)
         self.I_xoff = [False] * n
-        self.I_level = [0] * n
+        self.I_level = _ints([0] * n)
         self.I_pause_tx = [0] * n
-        self.I_hr_max = [0] * n
-        self.nic_rr = [0] * n
+        self.I_hr_max = _ints([0] * n)
+        self.nic_rr = _ints([0] * n)
         self.P_commit = [0] * n  # filled by the builder
         # Per NIC port: times of pending events that can change what the NIC sends (heaps;
         # the commit window stops short of the first) and the shortest way back of a CNP.
         self.P_due: list[list[int]] = [[] for _ in range(n)]
-        self.P_ctrl_min = [_NEVER] * n
+        self.P_ctrl_min = _ints([_NEVER] * n)
         self.paused_set: set[int] = set()
-        self.S_used = [0] * (max(link_dst) + 1 if n else 1)
+        self.S_used = _ints([0] * (max(link_dst) + 1 if n else 1))
         self.mtu = cfg.mtu_bytes
         self.hdr = cfg.header_bytes + cfg.wire_gap_bytes
         self.ctrl_size = cfg.ctrl_bytes + cfg.wire_gap_bytes
@@ -164,7 +183,7 @@ class PacketSim(RcTransport):
         # port's tail when a PAUSE reaches it, and the pause time one PAUSE frame carries.
         self.P_resp = [0] * n
         self.P_ptime = [0] * n
-        self.P_pause_eff = [_NEVER] * n  # a PAUSE arrived and takes effect then
+        self.P_pause_eff = _ints([_NEVER] * n)  # a PAUSE arrived and takes effect then
         self.P_pause_until = [-1] * n  # the pause in effect expires then unless refreshed
         self.P_pause_since = [-1] * n  # paused continuously since (the watchdog's clock)
         self.P_wd_until = [-1] * n  # the PFC watchdog ignores PAUSE on this port until then
@@ -189,7 +208,7 @@ class PacketSim(RcTransport):
         # the lower link id always winning (which let one of two symmetric incast flows finish
         # first every time). The key depends only on (link, arrival time, seed): no result
         # depends on the order events were created in (commit window, fast path).
-        self.L_tie = [int(x) for x in rng.permutation(n)] if n else []
+        self.L_tie = _ints(int(x) for x in rng.permutation(n)) if n else _ints([])
         self.tie_mask = (1 << max(1, n.bit_length())) - 1
         self._draws = _uniform_blocks(rng)
         self.cnp_gen = None
@@ -203,6 +222,8 @@ class PacketSim(RcTransport):
         self.pause_expiries = self.watchdog_storms = 0
         self.events = 0
         self.deadlocks: list[dict] = []
+        # Compiled build only: port wakes and link arrivals go on a C heap (same order).
+        self.hq = _cheap.CHeap() if COMPILED else None
         self._bind_hot_path()
 
     # ---------------------------------------------------------------- event loop
@@ -217,8 +238,12 @@ class PacketSim(RcTransport):
         # (about a tenth of the run time). Reference counting still frees everything.
         gc_on = gc.isenabled()
         gc.disable()
+        hq = self.hq
+        n0 = hq.events if hq is not None else 0
         try:
-            while q:
+            if hq is not None:  # compiled build: the loop below, over both heaps (_cheap.pyx)
+                _cheap.run_loop(hq, q, env, until_ps)
+            while q and hq is None:
                 item = heappop(q)
                 try:
                     t, _e, fn, a, b = item
@@ -247,6 +272,8 @@ class PacketSim(RcTransport):
         finally:
             if gc_on:
                 gc.enable()
+            if hq is not None:
+                n += hq.events - n0
         self.events += n
 
     def at(self, t_ps: int, fn, a=None, b=None) -> None:
@@ -459,72 +486,122 @@ def _hot_path(sim: PacketSim) -> dict:
     setting a constant here instead of an attribute of ``sim`` (an attribute lookup on the
     simulator costs about as much as the arithmetic of a hop). Scalars that change during the
     run (counters) stay on ``sim``. The lists are never replaced, only mutated.
+
+    The annotations type them for the compiled build (Cython, ``setup.py``); plain Python never
+    evaluates them. Times and sizes are C ``long long`` there (picoseconds and bytes fit in 63
+    bits); settings that may be floats are ``double`` (exact for integers below 2**53, as in
+    Python's int/float comparisons). The tie hash keeps its low bits only: the product below
+    wraps at 64 bits in C, and bits 29..63 of it are the same as Python's exact product's as
+    long as ``tie_mask`` < 2**35 links.
     """
-    q, eid = sim.q, sim.eid
-    L_up, L_dst, L_rate, L_prop, L_nic, L_tie = (sim.L_up, sim.L_dst, sim.L_rate, sim.L_prop,
-                                                 sim.L_nic, sim.L_tie)
-    P_busy, P_wake, P_ctrl, P_data, P_qb, P_qmax = (sim.P_busy, sim.P_wake, sim.P_ctrl,
-                                                    sim.P_data, sim.P_qb, sim.P_qmax)
-    P_paused, P_txb, P_ecn = sim.P_paused, sim.P_txb, sim.P_ecn
-    I_bytes, I_xoff, I_level, I_hr_max = sim.I_bytes, sim.I_xoff, sim.I_level, sim.I_hr_max
-    S_used, N_xoff, headroom = sim.S_used, sim.N_xoff, sim.headroom
-    tie_mask = sim.tie_mask
-    L_fly = sim.L_fly
-    ack_qp, fast, pfc, ecn, ecn_deq = sim.ack_qp, sim.fast, sim.pfc, sim.ecn, sim.ecn_deq
-    cnp_prio = sim.cnp_prio
-    buffer, alpha, xoff_static = sim.buffer, sim.alpha, sim.xoff_static
-    kmin, kmax, pmax = sim.kmin, sim.kmax, sim.pmax
+    q: list = sim.q
+    eid = sim.eid
+    L_up: list = sim.L_up
+    L_dst: cython.longlong[:] = sim.L_dst
+    L_rate: cython.longlong[:] = sim.L_rate
+    L_prop: cython.longlong[:] = sim.L_prop
+    L_nic: cython.longlong[:] = sim.L_nic
+    L_tie: cython.longlong[:] = sim.L_tie
+    P_busy: cython.longlong[:] = sim.P_busy
+    P_wake: cython.longlong[:] = sim.P_wake
+    P_ctrl: list = sim.P_ctrl
+    P_data: list = sim.P_data
+    P_qb: cython.longlong[:] = sim.P_qb
+    P_qmax: cython.longlong[:] = sim.P_qmax
+    P_paused: list = sim.P_paused
+    P_txb: cython.longlong[:] = sim.P_txb
+    P_ecn: cython.longlong[:] = sim.P_ecn
+    I_bytes: cython.longlong[:] = sim.I_bytes
+    I_xoff: list = sim.I_xoff
+    I_level: cython.longlong[:] = sim.I_level
+    I_hr_max: cython.longlong[:] = sim.I_hr_max
+    S_used: cython.longlong[:] = sim.S_used
+    N_xoff: list = sim.N_xoff
+    headroom: list = sim.headroom
+    L_fly: list = sim.L_fly
+    hq: CHeap = sim.hq  # noqa: F821 (cimported in engine.pxd) compiled build: wakes and arrivals
+    # go on this C heap, else on q
+    cheap: cython.bint = hq is not None
+    assert sim.tie_mask < 1 << 35
+    tie_mask: cython.longlong = sim.tie_mask
+    PS_BITS: cython.longlong = _PS_BITS
+    TIE_MUL: cython.ulonglong = _TIE_MUL
+    ack_qp: cython.bint = sim.ack_qp
+    fast: cython.bint = sim.fast
+    pfc: cython.bint = sim.pfc
+    ecn: cython.bint = sim.ecn
+    ecn_deq: cython.bint = sim.ecn_deq
+    cnp_prio: cython.bint = sim.cnp_prio
+    buffer: cython.double = sim.buffer
+    alpha: cython.double = sim.alpha
+    static: cython.bint = sim.xoff_static is not None
+    xoff_fixed: cython.double = sim.xoff_static if static else 0.0  # read only when static
+    kmin: cython.double = sim.kmin
+    kmax: cython.double = sim.kmax
+    pmax: cython.double = sim.pmax
     release, lost = sim._release, sim._lost
     uniform = sim._draws.__next__
     drop_admit, send_pause, cnp_from = sim._drop_admit, sim._send_pause, sim._cnp_from
     rx_ctrl = sim._rx_ctrl
 
-    def kick(lk, t):
+    def kick(lk: cython.Py_ssize_t, t: cython.longlong):
         """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
-        w = P_wake[lk]
+        w: cython.longlong = P_wake[lk]
         if 0 <= w <= t:
             return
         P_wake[lk] = t
-        heappush(q, (t, next(eid), wake, lk, None))
+        if cheap:
+            hq.push((t, 0, next(eid), wake, lk, None))
+        else:
+            heappush(q, (t, next(eid), wake, lk, None))
 
-    def wake(t, lk, _):
+    def wake(t: cython.longlong, lk: cython.Py_ssize_t, _):
         if P_wake[lk] != t:
             return  # superseded by an earlier wake
         P_wake[lk] = -1
-        busy = P_busy[lk]
+        busy: cython.longlong = P_busy[lk]
         if busy > t:
             kick(lk, busy)
         else:
             serve(t, lk)
 
-    def tx(t, lk, pkt):
+    def tx(t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
         """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
 
         Returns the time the port is free again.
         """
-        size = pkt.size
-        end = t + size * _PS_BITS // L_rate[lk]
+        size: cython.longlong = pkt.size
+        rate: cython.longlong = L_rate[lk]
+        end: cython.longlong = t + size * PS_BITS // rate
         P_busy[lk] = end
         P_txb[lk] += size
         if L_up[lk]:
-            ta = end + L_prop[lk]
+            ta: cython.longlong = end + L_prop[lk]
+            tie0: cython.longlong = L_tie[lk]
+            key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
             fly = L_fly[lk]
-            fly.append((ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
-                        | next(eid), arrive, lk, pkt))
-            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                heappush(q, fly[0])
+            if cheap:
+                fly.append((ta, key, next(eid), arrive, lk, pkt))
+                if len(fly) == 1:
+                    hq.push(fly[0])
+            else:
+                fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
+                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                    heappush(q, fly[0])
         else:
             lost(lk, pkt)
         return end
 
-    def serve(t, lk):
+    def serve(t: cython.longlong, lk: cython.Py_ssize_t):
         """Port *lk* is free at *t*: send the next packet (control first, then data).
 
         A switch port sends one data packet per service, so buffer release, ECN at dequeue and
         PFC see each packet at the time it really leaves. A NIC port commits paced packets up
         to ``commit_ps`` ahead (:meth:`_nic_send`), never past its PFC response delay.
         """
+        pkt: Pkt
         ctrl = P_ctrl[lk]
+        nicp: cython.longlong = L_nic[lk]
         if ctrl:
             if P_paused[lk] and ack_qp:
                 pkt = cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
@@ -533,10 +610,10 @@ def _hot_path(sim: PacketSim) -> dict:
             else:
                 pkt = ctrl.popleft()
             tx(t, lk, pkt)
-            if ctrl or P_data[lk] or L_nic[lk] >= 0:
+            if ctrl or P_data[lk] or nicp >= 0:
                 kick(lk, P_busy[lk])
             return
-        if L_nic[lk] >= 0:
+        if nicp >= 0:
             if not P_paused[lk]:
                 nic_send(t, lk)
             return
@@ -544,11 +621,12 @@ def _hot_path(sim: PacketSim) -> dict:
         if not data or P_paused[lk]:
             return
         pkt = data.popleft()
-        size = pkt.size
-        qb = P_qb[lk] - size
+        size: cython.longlong = pkt.size
+        qb: cython.longlong = P_qb[lk]
+        qb -= size
         P_qb[lk] = qb
-        inl = pkt.inl
-        node = L_dst[inl]
+        inl: cython.Py_ssize_t = pkt.inl
+        node: cython.Py_ssize_t = L_dst[inl]
         if N_xoff[node]:
             release(t, pkt)
         else:  # _release without a paused ingress to check
@@ -559,37 +637,51 @@ def _hot_path(sim: PacketSim) -> dict:
             if qb >= kmax or uniform() < pmax * (qb - kmin) / (kmax - kmin):
                 pkt.ecn = 1
                 P_ecn[lk] += 1
-        end = t + size * _PS_BITS // L_rate[lk]  # tx, inlined
-        P_busy[lk] = end
+        rate: cython.longlong = L_rate[lk]
+        end: cython.longlong = t + size * PS_BITS // rate
+        P_busy[lk] = end  # tx, inlined
         P_txb[lk] += size
         if L_up[lk]:
-            ta = end + L_prop[lk]
+            ta: cython.longlong = end + L_prop[lk]
+            tie0: cython.longlong = L_tie[lk]
+            key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
             fly = L_fly[lk]
-            fly.append((ta, (((L_tie[lk] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
-                        | next(eid), arrive, lk, pkt))
-            if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                heappush(q, fly[0])
+            if cheap:
+                fly.append((ta, key, next(eid), arrive, lk, pkt))
+                if len(fly) == 1:
+                    hq.push(fly[0])
+            else:
+                fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
+                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                    heappush(q, fly[0])
         else:
             lost(lk, pkt)
         if data:
             # kick, inlined (this port's wake was cleared by wake(), or it had none)
-            w = P_wake[lk]
+            w: cython.longlong = P_wake[lk]
             if not 0 <= w <= end:
                 P_wake[lk] = end
-                heappush(q, (end, next(eid), wake, lk, None))
+                if cheap:
+                    hq.push((end, 0, next(eid), wake, lk, None))
+                else:
+                    heappush(q, (end, next(eid), wake, lk, None))
 
-    def arrive(t, lk, pkt):
+    def arrive(t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
         """*pkt* has fully arrived over link *lk* at the link's head node."""
+        busy: cython.longlong
         fly = L_fly[lk]
         fly.popleft()
         if fly:  # the link's next arrival goes on the heap
-            heappush(q, fly[0])
+            if cheap:
+                hq.push(fly[0])
+            else:
+                heappush(q, fly[0])
         if not L_up[lk]:
             lost(lk, pkt)
             return
         route = pkt.route
-        h = pkt.hop + 1
-        kind = pkt.kind
+        h: cython.Py_ssize_t = pkt.hop + 1
+        kind: cython.int = pkt.kind
         if h == len(route):
             if kind == DATA:
                 rx_data(t, pkt)
@@ -597,39 +689,51 @@ def _hot_path(sim: PacketSim) -> dict:
                 rx_ctrl(t, pkt)
             return
         pkt.hop = h
-        nl = route[h]
+        nl: cython.Py_ssize_t = route[h]
         if kind != DATA and (not ack_qp or (kind == CNP and cnp_prio)):
             P_ctrl[nl].append(pkt)
-            if P_wake[nl] < 0:
-                if P_busy[nl] <= t:
+            w: cython.longlong = P_wake[nl]
+            if w < 0:
+                busy = P_busy[nl]
+                if busy <= t:
                     serve(t, nl)
                 else:
-                    kick(nl, P_busy[nl])
+                    kick(nl, busy)
             return
         busy = P_busy[nl]
-        node = L_dst[lk]
-        size = pkt.size
-        used = S_used[node]
-        xoff = I_xoff[lk]
-        if busy <= t and fast and not xoff and P_wake[nl] < 0 and not P_data[nl] \
-                and not P_paused[nl] and not P_ctrl[nl] \
-                and used + size <= buffer and (not pfc or I_bytes[lk] + size <= (
-                    xoff_static if xoff_static is not None else alpha * (buffer - used))):
+        node: cython.Py_ssize_t = L_dst[lk]
+        size: cython.longlong = pkt.size
+        used: cython.longlong = S_used[node]
+        xoff: cython.bint = I_xoff[lk]
+        w = P_wake[nl]
+        ibytes: cython.longlong = I_bytes[lk]
+        if busy <= t and fast and not xoff and w < 0 \
+                and not P_data[nl] and not P_paused[nl] and not P_ctrl[nl] \
+                and used + size <= buffer and (not pfc or ibytes + size <= (
+                    xoff_fixed if static else alpha * (buffer - used))):
             # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
             # buffer would hold it for no time; the same as the slow path below, which records
             # the packet's own size as the port's queue maximum). tx, inlined.
-            if size > P_qmax[nl]:
+            qmax: cython.longlong = P_qmax[nl]
+            if size > qmax:
                 P_qmax[nl] = size
-            end = t + size * _PS_BITS // L_rate[nl]
+            rate: cython.longlong = L_rate[nl]
+            end: cython.longlong = t + size * PS_BITS // rate
             P_busy[nl] = end
             P_txb[nl] += size
             if L_up[nl]:
-                ta = end + L_prop[nl]
+                ta: cython.longlong = end + L_prop[nl]
+                tie0: cython.longlong = L_tie[nl]
+                key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
                 fly = L_fly[nl]
-                fly.append((ta, (((L_tie[nl] ^ (ta * _TIE_MUL >> 29)) & tie_mask) + 1) << 40
-                            | next(eid), arrive, nl, pkt))
-                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                    heappush(q, fly[0])
+                if cheap:
+                    fly.append((ta, key, next(eid), arrive, nl, pkt))
+                    if len(fly) == 1:
+                        hq.push(fly[0])
+                else:
+                    fly.append((ta, key << 40 | next(eid), arrive, nl, pkt))
+                    if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+                        heappush(q, fly[0])
             else:
                 lost(nl, pkt)
             return
@@ -638,20 +742,25 @@ def _hot_path(sim: PacketSim) -> dict:
         if used + size > buffer and not (pfc and xoff):
             drop_admit(pkt, nl, False)
             return
-        qb = P_qb[nl]
+        qb: cython.longlong = P_qb[nl]
         if busy > t:  # bytes still to serialize of the packets already committed
-            qb += (busy - t) * L_rate[nl] // _PS_BITS
-        thr = xoff_static
-        if thr is None:
-            thr = alpha * (buffer - used)
+            rate = L_rate[nl]
+            qb += (busy - t) * rate // PS_BITS
+        thr: cython.double = xoff_fixed if static else alpha * (buffer - used)
+        ib: cython.longlong
+        hr: cython.longlong
+        lim: cython.longlong
         if pfc:
-            ib = I_bytes[lk] + size
+            ib = ibytes + size
             if xoff:
-                hr = ib - I_level[lk]
-                if hr > headroom[lk]:
+                lim = I_level[lk]
+                hr = ib - lim
+                lim = headroom[lk]
+                if hr > lim:
                     drop_admit(pkt, nl, True)
                     return
-                if hr > I_hr_max[lk]:
+                lim = I_hr_max[lk]
+                if hr > lim:
                     I_hr_max[lk] = hr
             elif ib > thr:
                 send_pause(t, lk, ib)
@@ -667,9 +776,11 @@ def _hot_path(sim: PacketSim) -> dict:
         pkt.inl = lk
         P_data[nl].append(pkt)
         P_qb[nl] += size
-        if qb + size > P_qmax[nl]:
+        qmax = P_qmax[nl]
+        if qb + size > qmax:
             P_qmax[nl] = qb + size
-        if P_wake[nl] < 0:
+        w = P_wake[nl]
+        if w < 0:
             if busy <= t:
                 serve(t, nl)
             elif not P_paused[nl]:

@@ -23,6 +23,13 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
+try:  # Cython pure-Python mode: the annotations type the hot path when compiled (setup.py)
+    import cython
+
+    COMPILED = cython.compiled
+except ImportError:  # plain Python without Cython installed: annotations are never evaluated
+    COMPILED = False
+
 DATA, ACK, NACK, CNP = 0, 1, 2, 3
 _PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS // rate_bps
 
@@ -212,48 +219,76 @@ class RcTransport:
 def nic_path(sim, tx, kick, serve) -> dict:
     """The NIC of *sim* as closures over its arrays: the data source (``_nic_send``,
     ``_nic_one``) and the responder (``_rx_data``, ``_send_ctrl``), sending with the engine's
-    *tx*, *serve* and *kick* (see ``engine._hot_path``). Counters stay on *sim*."""
-    nic_active, L_nic, P_busy, P_commit = sim.nic_active, sim.L_nic, sim.P_busy, sim.P_commit
-    P_pause_eff, nic_rr, P_ctrl = sim.P_pause_eff, sim.nic_rr, sim.P_ctrl
-    L_rev, L_fly, P_due, P_ctrl_min = sim.L_rev, sim.L_fly, sim.P_due, sim.P_ctrl_min
-    P_rxgap = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0 else 0
-               for r in sim.L_rev]
-    mtu, hdr, rto = sim.mtu, sim.hdr, sim.rto
-    q, eid, rto_for, env = sim.q, sim.eid, sim._rto_for, sim.env
-    cnp_gen, flow_dlv, ack_every = sim.cnp_gen, sim.flow_dlv, sim.ack_every
-    ctrl_size, ctrl_per_hop, ack_qp, ctrl_arrive = (sim.ctrl_size, sim.ctrl_per_hop, sim.ack_qp,
-                                                    sim._ctrl_arrive)
-    cnp_prio = sim.cnp_prio
+    *tx*, *serve* and *kick* (see ``engine._hot_path``). Counters stay on *sim*.
 
-    def nic_send(t, lk):
+    The annotations type them for the compiled build (as in ``engine._hot_path``); the pacing
+    arithmetic that mixes floats stays in Python objects, as in the plain path."""
+    nic_active: list = sim.nic_active
+    L_nic: cython.longlong[:] = sim.L_nic
+    P_busy: cython.longlong[:] = sim.P_busy
+    P_commit: list = sim.P_commit
+    P_pause_eff: cython.longlong[:] = sim.P_pause_eff
+    nic_rr: cython.longlong[:] = sim.nic_rr
+    P_ctrl: list = sim.P_ctrl
+    L_rev: cython.longlong[:] = sim.L_rev
+    L_fly: list = sim.L_fly
+    P_due: list = sim.P_due
+    P_ctrl_min: cython.longlong[:] = sim.P_ctrl_min
+    P_rxgap: list = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0
+                     else 0 for r in sim.L_rev]
+    mtu: cython.longlong = sim.mtu
+    hdr: cython.longlong = sim.hdr
+    rto = sim.rto
+    q: list = sim.q
+    eid, rto_for, env = sim.eid, sim._rto_for, sim.env
+    cnp_gen = sim.cnp_gen
+    flow_dlv: list = sim.flow_dlv
+    ack_every: cython.longlong = sim.ack_every
+    ctrl_size: cython.longlong = sim.ctrl_size
+    ctrl_per_hop: cython.bint = sim.ctrl_per_hop
+    ack_qp: cython.bint = sim.ack_qp
+    cnp_prio: cython.bint = sim.cnp_prio
+    ctrl_arrive = sim._ctrl_arrive
+
+    def nic_send(t: cython.longlong, lk: cython.Py_ssize_t):
         """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
         ``commit_ps`` ahead."""
-        qps = nic_active[L_nic[lk]]
-        s = t
+        qps: list = nic_active[L_nic[lk]]
+        s: cython.longlong = t
         # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
         # than limit, so committing ahead changes nothing; one that already arrived stops it.
-        limit = t + P_commit[lk]
-        if P_pause_eff[lk] < limit:
-            limit = P_pause_eff[lk]
+        v: cython.longlong = P_commit[lk]
+        limit: cython.longlong = t + v
+        v = P_pause_eff[lk]
+        if v < limit:
+            limit = v
         # Never past the next data arrival at this NIC: its ACK/NAK leaves on this port at the
         # next packet boundary, as it would without committing ahead.
-        rin = L_rev[lk]
+        rin: cython.Py_ssize_t = L_rev[lk]
         if rin >= 0:
             fly = L_fly[rin]
-            if fly and fly[0][0] < limit:
-                limit = fly[0][0]
-            if t + P_rxgap[lk] < limit:
-                limit = t + P_rxgap[lk]
+            if fly:
+                v = fly[0][0]
+                if v < limit:
+                    limit = v
+            v = P_rxgap[lk]
+            if t + v < limit:
+                limit = t + v
         # Nor past anything else due at this NIC that can change what it sends: a CNP (or an
         # ACK in the priority class) on its way back, a congestion-control or retransmit
         # timer of one of its QPs, a flow start, a link state or route change.
-        due = P_due[lk]
+        due: list = P_due[lk]
         while due and due[0] < t:  # one due now may not have run yet: it still binds
             heappop(due)
-        if due and due[0] < limit:
-            limit = due[0]
-        if t + P_ctrl_min[lk] < limit:
-            limit = t + P_ctrl_min[lk]  # a CNP not sent yet cannot come back sooner
+        if due:
+            v = due[0]
+            if v < limit:
+                limit = v
+        v = P_ctrl_min[lk]
+        if t + v < limit:
+            limit = t + v  # a CNP not sent yet cannot come back sooner
+        nxt: cython.longlong
+        busy: cython.longlong
         while qps:
             nxt = nic_one(s, lk, qps)
             if nxt < 0:
@@ -266,12 +301,16 @@ def nic_path(sim, tx, kick, serve) -> dict:
                 kick(lk, s)
                 return
 
-    def nic_one(t, lk, qps):
+    def nic_one(t: cython.longlong, lk: cython.Py_ssize_t, qps: list):
         """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
-        k = len(qps)
-        start = nic_rr[lk] % k
+        qp: QP
+        q2: QP
+        k: cython.Py_ssize_t = len(qps)
+        rr: cython.Py_ssize_t = nic_rr[lk]
+        start: cython.Py_ssize_t = rr % k
         chosen = None
-        soonest = -1
+        soonest: cython.longlong = -1
+        j: cython.Py_ssize_t
         for j in range(k):
             qp = qps[(start + j) % k]
             if qp.snd_nxt >= qp.npkts:
@@ -289,10 +328,10 @@ def nic_path(sim, tx, kick, serve) -> dict:
         if chosen is None:
             return soonest
         qp = chosen
-        psn = qp.snd_nxt
-        payload = mtu if psn < qp.npkts - 1 else qp.last_payload
-        size = payload + hdr
-        pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
+        psn: cython.longlong = qp.snd_nxt
+        payload: cython.longlong = mtu if psn < qp.npkts - 1 else qp.last_payload
+        size: cython.longlong = payload + hdr
+        pkt: Pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
         qp.snd_nxt = psn + 1
         sim.inj_pkts += 1
         sim.inj_bytes += payload
@@ -314,16 +353,17 @@ def nic_path(sim, tx, kick, serve) -> dict:
         env._now = now
         qp.last_tx = t
         qp.last_wire = size
-        qp.next_ok = t + int(size * _PS_BITS / cc.rate_bps)
+        wire: object = size  # pacing: a float division, as in Python
+        qp.next_ok = t + int(wire * _PS_BITS / cc.rate_bps)
         cw = cc.cwnd_bytes
         if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
             pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
-        busy = tx(t, lk, pkt)
+        busy: cython.longlong = tx(t, lk, pkt)
         if k == 1:
             if qp.snd_nxt >= qp.npkts or pkt.areq:
                 return -1
             return qp.next_ok if qp.next_ok > busy else busy
-        nxt = -1
+        nxt: cython.longlong = -1
         for q2 in qps:
             if q2.snd_nxt < q2.npkts:
                 cw = q2.cc.cwnd_bytes
@@ -335,16 +375,16 @@ def nic_path(sim, tx, kick, serve) -> dict:
             return -1
         return nxt if nxt > busy else busy
 
-    def rx_data(t, pkt):
+    def rx_data(t: cython.longlong, pkt: Pkt):
         """A data packet reached the responder NIC."""
-        qp = pkt.qp
-        psn = pkt.psn
+        qp: QP = pkt.qp
+        psn: cython.longlong = pkt.psn
         if pkt.ecn and cnp_gen is not None and cnp_gen.should_send(qp.idx, t):
             send_ctrl(t, qp, CNP, 0, 0, t)
             sim.cnps_tx += 1
         if psn == qp.rx_next:
             sim.dlv_pkts += 1
-            payload = pkt.size - hdr
+            payload: cython.longlong = pkt.size - hdr
             sim.dlv_bytes += payload
             flow_dlv[qp.flow] += payload
             qp.rx_next = psn + 1
@@ -352,7 +392,7 @@ def nic_path(sim, tx, kick, serve) -> dict:
             if pkt.ecn:
                 qp.rx_ecn = True
             qp.rx_unacked += 1
-            last = qp.rx_next == qp.npkts
+            last: cython.bint = qp.rx_next == qp.npkts
             if last:
                 qp.rx_done_ps = t
             if last or qp.rx_unacked >= ack_every or pkt.areq:
@@ -369,19 +409,19 @@ def nic_path(sim, tx, kick, serve) -> dict:
             qp.rx_dup_acked = True
             send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
 
-    def send_ctrl(t, qp, kind, psn, ecn, t_sent):
+    def send_ctrl(t: cython.longlong, qp: QP, kind: cython.int, psn, ecn, t_sent):
         """Send an ACK / NACK (the QP's class, hop by hop) or a CNP (its own strict-priority
         class) back to the requester."""
-        pkt = Pkt(kind, qp, psn, ctrl_size, qp.rev, ecn, t_sent)
+        pkt: Pkt = Pkt(kind, qp, psn, ctrl_size, qp.rev, ecn, t_sent)
         sim.ctrl_pkts += 1
         if not ctrl_per_hop and (not ack_qp or (kind == CNP and cnp_prio)):
             # Strict priority and never paused: propagation + serialization of the reverse path.
             heappush(q, (t + qp.ctrl_lat, next(eid), ctrl_arrive, qp.rev, pkt))
             heappush(P_due[qp.port], t + qp.ctrl_lat)
             return
-        lk = qp.rport
+        lk: cython.Py_ssize_t = qp.rport
         P_ctrl[lk].append(pkt)
-        busy = P_busy[lk]
+        busy: cython.longlong = P_busy[lk]
         if busy <= t:
             serve(t, lk)
         else:

@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from netsim.faults import parse_flap
     from netsim.packet import simulate_packets
     from netsim.packet.build import check_packet_size
+    from netsim.packet.build_mode import engine_build
     from netsim.packet.plots import write_series
     from topologies import load_fabric
     from topologies.files import resolve_spec
@@ -161,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:  # lossless-class sizing (netsim.packet.headroom); the table prints them too
         for w in res.warnings:
             print(f"warning: {w.message}", file=sys.stderr)
+    doc["engine_build"] = engine_build()  # "compiled" (Cython) or "python"
     warning = res.stuck_warning()
     if warning:
         print(warning, file=sys.stderr)
@@ -174,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(res, fabric_name: str, plots) -> None:
+    from netsim.packet.build_mode import engine_build
+
     rows = []
     for i, f in enumerate(res.flows[:20]):
         rows.append([f"{i}: {f.src}->{f.dst}", f.bytes,
@@ -194,6 +198,7 @@ def _print_table(res, fabric_name: str, plots) -> None:
         ["cnps", res.cnps], ["timeouts", res.timeouts], ["hol victims", len(res.hol_victims)],
         ["deadlocks", len(res.deadlocks)], ["sim time (us)", f"{res.sim_time_ns / 1000:.3f}"],
         ["data packets / wall s", f"{res.data_packets / max(res.wall_s, 1e-9):,.0f}"],
+        ["engine build", engine_build()],
     ]
     print(format_table(["metric", "value"], summary))
     for w in res.warnings:

@@ -1,0 +1,53 @@
+# Cython declarations for the compiled build of qp.py (pure-Python mode, see setup.py): the
+# packet and QP records become extension types with C fields. Plain Python ignores this file.
+
+cdef class Pkt:
+    cdef public int kind
+    cdef public object qp
+    cdef public long long psn
+    cdef public long long size
+    cdef public object route
+    cdef public Py_ssize_t hop
+    cdef public object ecn
+    cdef public object t_sent
+    cdef public Py_ssize_t inl
+    cdef public bint areq
+
+
+cdef class QP:
+    cdef public Py_ssize_t idx
+    cdef public Py_ssize_t flow
+    cdef public Py_ssize_t nic
+    cdef public Py_ssize_t port
+    cdef public Py_ssize_t rport
+    cdef public object fwd
+    cdef public object rev
+    cdef public long long npkts
+    cdef public long long last_payload
+    cdef public long long snd_nxt
+    cdef public long long snd_una
+    cdef public long long max_sent
+    cdef public object cc
+    cdef public long long next_ok
+    cdef public long long deadline
+    cdef public bint timer_on
+    cdef public long long retries
+    cdef public object progress_t
+    cdef public object adapt_base
+    cdef public bint error
+    cdef public bint done
+    cdef public long long rx_next
+    cdef public long long rx_unacked
+    cdef public object rx_ecn
+    cdef public bint rx_nacked
+    cdef public bint rx_dup_acked
+    cdef public object rx_done_ps
+    cdef public object tx_done_ps
+    cdef public long long retx_pkts
+    cdef public long long retx_bytes
+    cdef public long long timeouts
+    cdef public object payload_bytes
+    cdef public object sport
+    cdef public long long ctrl_lat
+    cdef public long long last_tx
+    cdef public long long last_wire
