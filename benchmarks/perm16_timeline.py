@@ -73,7 +73,9 @@ def cnp_delay(rec: np.ndarray, host: int, dst_leaf: int, dst_intf: int) -> tuple
               & (rec["event"] == 2) & (src == host) & (rec["ecn"] == 3))
     cnp = ((rec["node"] == 16) & (rec["intf"] == host + 1) & (rec["event"] == 2) & (dst == host)
            & (rec["l3"] == 0xFC) & (rec["flags"] & 1 == 1))  # qbbHeader FLAG_CNP = bit 0
-    first = (lambda m: float(t[m].min()) / 1000 if m.any() else float("nan"))
+    def first(m):
+        return float(t[m].min()) / 1000 if m.any() else float("nan")
+
     return first(marked), first(cnp)
 
 
