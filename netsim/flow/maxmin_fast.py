@@ -1,30 +1,23 @@
-"""Compiled progressive filling: the rounds of ``maxmin_rates``, bit for bit, touching per
-round only what the previous round's freezes reach.
+"""Compiled progressive filling: the rounds of ``maxmin_rates``, bit for bit, in one pass
+per step instead of a dozen numpy temporaries.
 
-``netsim.flow.maxmin.maxmin_rates`` works on every unfrozen entry of the incidence every
-round. Here the same rounds run in compiled code (numba), but a round after the first only
-revisits what the flows it froze can have changed:
+``netsim.flow.maxmin.maxmin_rates`` runs each round of its parallel progressive filling as
+numpy operations over every unfrozen entry of the incidence. The kernel here (numba) runs the
+same rounds, with the same operations on the same operands in the same order, so the rates
+are bitwise equal:
 
-* the links those flows cross (``T``): their load and residual, hence their share;
-* the unfrozen flows on ``T`` (``D``): their level ``m_f`` (the tightest share on the path,
-  or the ceiling);
-* the links of the flows whose level changed, and ``T`` (``C``): their ``link_min``.
-
-A link outside ``C`` keeps its share and its ``link_min``, so its bottleneck test keeps its
-last answer, which was "no" (a link that was a bottleneck has frozen all its flows and
-carries no load). A flow outside ``D`` keeps its level, so its ceiling test keeps its "no".
-
-Every number is computed by the same operations on the same operands in the same order as
-the plain loop, so the rates are bitwise equal:
-
-* a link's load is summed over its unfrozen entries in entry (flow) order, as
-  ``np.bincount`` sums the compacted entries;
+* a link's load is the sum of its unfrozen entries' weights in entry (flow) order, as
+  ``np.bincount`` sums the compacted entries. When every weight is a multiple of 1/64 and
+  their total is small (QP counts: ``_exact_sums``), every partial sum is exact in any order,
+  and the kernel keeps the load by subtracting the weights of the flows that freeze;
 * a round's residual decrement of a link is summed over the entries of the flows it froze,
   in entry order, from 0.0, then subtracted (as ``residual -= np.bincount(...)``);
-* levels and ``link_min`` are minima, which do not depend on the order.
+* levels and ``link_min`` are minima, which do not depend on the order;
+* the entries of frozen flows are skipped, and dropped once they are a quarter of the
+  array (which entries a round visits changes no value).
 
 ``tests/netsim/flow/test_maxmin_fast.py`` compares the two on random incidences (ties,
-zero and infinite capacities, ceilings, inactive flows) with ``np.array_equal``.
+zero and infinite capacities, flows crossing no link, ceilings, inactive flows) byte for byte.
 
 numba is optional: without it (or for an incidence whose entries are not sorted by flow)
 ``maxmin_rates`` runs the plain loop, with the same results.
@@ -58,10 +51,20 @@ def _structure(inc):
         else:
             f_ptr = np.zeros(inc.num_flows + 1, np.int64)
             np.cumsum(np.bincount(ef, minlength=inc.num_flows), out=f_ptr[1:])
-            got = (True, f_ptr, np.ascontiguousarray(inc.e_link, np.int64),
-                   np.ascontiguousarray(inc.e_weight, np.float64))
+            w = np.ascontiguousarray(inc.e_weight, np.float64)
+            got = (True, f_ptr, np.ascontiguousarray(inc.e_link, np.int64), w,
+                   _exact_sums(w))
         inc.cache[_KEY] = got
     return got if got[0] else None
+
+
+def _exact_sums(w: np.ndarray) -> bool:
+    """True when every partial sum of the weights is exact in float64, in any order: all
+    are multiples of 1/64 (QP counts, 1/q shares for q a power of two up to 64) and their
+    total is below 2**47. A link's load may then be kept by subtracting the weights of the
+    flows that freeze instead of summed anew: the same number."""
+    scaled = w * 64.0
+    return bool(np.all(scaled == np.floor(scaled)) and scaled.sum() < 2.0 ** 53)
 
 
 def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: np.ndarray,
@@ -73,30 +76,31 @@ def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: 
     s = _structure(inc)
     if s is None:
         return None
-    _, f_ptr, e_link, e_weight = s
+    _, f_ptr, e_link, e_weight, exact = s
     rate, ok = _fill(f_ptr, e_link, e_weight, np.ascontiguousarray(capacity, np.float64),
                      np.ascontiguousarray(unfrozen, np.bool_),
-                     np.ascontiguousarray(ceiling, np.float64), float(tol))
+                     np.ascontiguousarray(ceiling, np.float64), float(tol), exact)
     if not ok:
         raise RuntimeError("progressive filling made no progress")  # pragma: no cover
     return rate
 
 
-def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol):
+def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_load):
     """The kernel (compiled by numba below; see the module docstring)."""
     nf, nl = len(f_ptr) - 1, len(capacity)
     inf = np.inf
     rate = np.zeros(nf)
     residual = capacity.copy()
-    load = np.empty(nl)
+    load = np.zeros(nl)
     share = np.empty(nl)
     lmin = np.empty(nl)
     bottleneck = np.empty(nl, np.bool_)
     delta = np.zeros(nl)
-    m = np.empty(nf)
     # the unfrozen flows that cross links, with their entries, in flow order
     ff = np.empty(nf, np.int64)
     fp = np.empty(nf + 1, np.int64)
+    m = np.empty(nf)
+    alive = np.ones(nf, np.bool_)
     el = np.empty(len(e_link), np.int64)
     ew = np.empty(len(e_link))
     n, k = 0, 0
@@ -110,18 +114,19 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol):
         for e in range(f_ptr[f], f_ptr[f + 1]):
             el[k] = e_link[e]
             ew[k] = e_weight[e]
+            load[e_link[e]] += e_weight[e]
             k += 1
         ff[n] = f
         n += 1
         fp[n] = k
-    while n > 0:
-        load[:] = 0.0
-        for e in range(k):
-            load[el[e]] += ew[e]
+    live_entries = k
+    while live_entries > 0:
         for l in range(nl):
             share[l] = max(residual[l], 0.0) / load[l] if load[l] > 0 else inf
             lmin[l] = inf
         for i in range(n):
+            if not alive[i]:
+                continue
             v = inf
             for e in range(fp[i], fp[i + 1]):
                 v = min(v, share[el[e]])
@@ -131,40 +136,67 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol):
                 lmin[el[e]] = min(lmin[el[e]], v)
         for l in range(nl):
             bottleneck[l] = load[l] > 0 and share[l] <= lmin[l] * tol
-        # freeze (bottleneck link or ceiling), set free (unbounded) or keep, in flow order
-        n2, k2, frozen = 0, 0, False
+        # freeze (bottleneck link or ceiling) or set free (unbounded), in flow order
+        frozen = False
         for i in range(n):
+            if not alive[i]:
+                continue
             f, v, a, b = ff[i], m[i], fp[i], fp[i + 1]
             if not np.isfinite(v):
                 rate[f] = inf
-                frozen = True
-                continue
-            hit = np.isfinite(ceiling[f]) and ceiling[f] <= v * tol
-            if not hit:
-                for e in range(a, b):
-                    if bottleneck[el[e]]:
-                        hit = True
-                        break
-            if hit:
+            else:
+                hit = np.isfinite(ceiling[f]) and ceiling[f] <= v * tol
+                if not hit:
+                    for e in range(a, b):
+                        if bottleneck[el[e]]:
+                            hit = True
+                            break
+                if not hit:
+                    continue
                 rate[f] = v
-                frozen = True
                 for e in range(a, b):
                     delta[el[e]] += ew[e] * v
-                continue
-            for e in range(a, b):
-                el[k2] = el[e]
-                ew[k2] = ew[e]
-                k2 += 1
-            ff[n2] = f
-            n2 += 1
-            fp[n2] = k2
+            alive[i] = False
+            frozen = True
+            live_entries -= b - a
+            if exact_load:
+                for e in range(a, b):
+                    load[el[e]] -= ew[e]
         if not frozen:
             return rate, False
         for l in range(nl):
             residual[l] -= delta[l]
             delta[l] = 0.0
-        n, k = n2, k2
+        if live_entries * 4 < k * 3:  # drop the entries of frozen flows
+            n, k = _compact(n, ff, fp, m, alive, el, ew)
+        if not exact_load:  # the load summed over the live entries in entry order
+            load[:] = 0.0
+            for i in range(n):
+                if alive[i]:
+                    for e in range(fp[i], fp[i + 1]):
+                        load[el[e]] += ew[e]
     return rate, True
 
 
-_fill = njit(cache=True, nogil=True)(_fill_py) if njit is not None else _fill_py
+def _compact_py(n, ff, fp, m, alive, el, ew):
+    """Keep the live flows' entries (in order); return the new flow and entry counts."""
+    n2, k2 = 0, 0
+    for i in range(n):
+        if not alive[i]:
+            continue
+        for e in range(fp[i], fp[i + 1]):
+            el[k2] = el[e]
+            ew[k2] = ew[e]
+            k2 += 1
+        ff[n2] = ff[i]
+        alive[n2] = True
+        n2 += 1
+        fp[n2] = k2
+    return n2, k2
+
+
+if njit is not None:
+    _compact = njit(cache=True, nogil=True)(_compact_py)
+    _fill = njit(cache=True, nogil=True)(_fill_py)
+else:  # pragma: no cover
+    _compact, _fill = _compact_py, _fill_py
