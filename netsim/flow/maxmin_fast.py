@@ -70,12 +70,17 @@ def _exact_sums(w: np.ndarray) -> bool:
 def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: np.ndarray,
                       tol: float) -> np.ndarray | None:
     """Rates of ``maxmin_rates`` (inputs already checked there), or None when the kernel
-    cannot run this incidence."""
+    cannot run this incidence. From the second allocation of an incidence on the same
+    capacities and ceilings on, the rounds are re-run from the last one's trace
+    (``_Trace``)."""
     if njit is None:
         return None
     s = _structure(inc)
     if s is None:
         return None
+    rate = _Trace.resolve(inc, s, capacity, unfrozen, ceiling, tol)
+    if rate is not None:
+        return rate
     _, f_ptr, e_link, e_weight, exact = s
     rate, ok = _fill(f_ptr, e_link, e_weight, np.ascontiguousarray(capacity, np.float64),
                      np.ascontiguousarray(unfrozen, np.bool_),
@@ -83,6 +88,82 @@ def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: 
     if not ok:
         raise RuntimeError("progressive filling made no progress")  # pragma: no cover
     return rate
+
+
+class _Trace:
+    """The last run's rounds on one incidence: per round the state at its start (loads,
+    residuals, levels, bottleneck flags, unfrozen count), and per flow its freeze round and
+    rate. A re-run (``_resolve``) follows the rounds of the last run, recomputing only what
+    the flows that joined or left can have changed, and comparing each recomputed number
+    with the last run's bit for bit: where they agree the rest of the round is the same
+    computation on the same operands, so it is taken as it was. Every recomputed number is
+    computed as ``maxmin_rates`` computes it (loads and residual decrements summed over the
+    link's entries in entry order), so the rates are the plain loop's, bit for bit."""
+
+    ROWS = 32
+    MAX_BYTES = 256 << 20
+    KEY = "maxmin_trace"
+
+    def __init__(self, inc, capacity, ceiling, rows: int) -> None:
+        nf, nl = inc.num_flows, inc.num_links
+        self.key = (capacity.tobytes(), ceiling.tobytes())
+        self.rows = rows
+        self.act = np.zeros(nf, np.bool_)
+        self.rho = np.full(nf, -1, np.int64)
+        self.rate = np.zeros(nf)
+        self.load = np.zeros((rows + 1, nl))
+        self.res = np.empty((rows + 1, nl))
+        self.res[0] = capacity
+        self.m = np.empty((rows + 1, nf))
+        self.bn = np.zeros((rows + 1, nl), np.bool_)
+        self.nunf = np.zeros(rows + 1, np.int64)
+        self.k = 0
+
+    @staticmethod
+    def nbytes(inc, rows: int) -> int:
+        return (rows + 1) * (17 * inc.num_links + 8 * inc.num_flows)
+
+    @classmethod
+    def resolve(cls, inc, s, capacity, unfrozen, ceiling, tol):
+        """This allocation's rates from the trace, or None (first allocation on these
+        capacities: the caller runs the kernel; a trace that ran out of rows: rebuilt
+        bigger next time)."""
+        key = (capacity.tobytes(), ceiling.tobytes())
+        got = inc.cache.get(cls.KEY)
+        if got is None or got[0] != key:  # first allocation: no trace yet
+            inc.cache[cls.KEY] = (key, None, cls.ROWS)
+            return None
+        _, tr, rows = got
+        if tr is None:
+            if cls.nbytes(inc, rows) > cls.MAX_BYTES:
+                return None
+            tr = cls(inc, capacity, ceiling, rows)
+        _, f_ptr, e_link, e_weight, _ = s
+        l_ptr, l_flow, l_weight = _by_link(inc)
+        act = np.ascontiguousarray(unfrozen, np.bool_)
+        status, k = _resolve(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight,
+                             np.ascontiguousarray(ceiling, np.float64), float(tol), act,
+                             tr.act, tr.rho, tr.rate, tr.load, tr.res, tr.m, tr.bn, tr.nunf,
+                             tr.k, np.int64(1 << 62))
+        if status != 0:  # the trace is spent: the kernel answers, a bigger trace next time
+            inc.cache[cls.KEY] = (key, None, rows * (2 if status == 2 else 1))
+            return None
+        tr.act, tr.k = act.copy(), k
+        inc.cache[cls.KEY] = (key, tr, rows)
+        return tr.rate.copy()
+
+
+def _by_link(inc):
+    """Entries in link order (entry order within a link): row pointers, flows, weights."""
+    got = inc.cache.get("maxmin_by_link")
+    if got is None:
+        order = np.argsort(inc.e_link, kind="stable")
+        l_ptr = np.zeros(inc.num_links + 1, np.int64)
+        np.cumsum(np.bincount(inc.e_link, minlength=inc.num_links), out=l_ptr[1:])
+        got = (l_ptr, np.ascontiguousarray(inc.e_flow[order], np.int64),
+               np.ascontiguousarray(inc.e_weight[order], np.float64))
+        inc.cache["maxmin_by_link"] = got
+    return got
 
 
 def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_load):
@@ -195,8 +276,298 @@ def _compact_py(n, ff, fp, m, alive, el, ew):
     return n2, k2
 
 
+
+
+
+# ------------------------------------------------------------------------------ re-solves
+
+def _same(a, b):
+    """Bitwise equality of two floats (0.0 and -0.0 differ; no NaN arises here)."""
+    return a == b and (a != 0.0 or np.signbit(a) == np.signbit(b))
+
+
+def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, act,
+                act0, rho, rate, t_load, t_res, t_m, t_bn, t_nunf, k_old, big):
+    """Re-run the rounds for the active set ``act`` from the trace of the last run (active
+    set ``act0``), recomputing only what differs from it; the trace becomes this run's.
+    Returns (status, rounds): 0 done, 1 no progress, 2 out of trace rows."""
+    nf, nl = len(f_ptr) - 1, len(l_ptr) - 1
+    kcap = t_load.shape[0] - 1
+    inf = np.inf
+    rho0 = rho.copy()
+    final0 = t_res[k_old].copy()
+    ready = k_old + 1  # rows 0..k_old hold the last run; later rows start as its final state
+    # flows whose status (taking part, freeze round) may differ from the last run's
+    sd = np.empty(nf, np.int64)
+    sd_mark = np.zeros(nf, np.bool_)
+    nsd = 0
+    for f in range(nf):
+        if act[f] != act0[f]:
+            sd_mark[f] = True
+            sd[nsd] = f
+            nsd += 1
+            if act[f]:
+                rho[f] = big
+            else:
+                rho[f] = -1
+                rate[f] = 0.0
+    # scratch
+    mark_l = np.full(nl, -1, np.int64)   # link listed as dirty this round
+    mark_db = np.full(nl, -1, np.int64)  # link's bottleneck recomputed this round
+    mark_n = np.full(nl, -1, np.int64)   # link listed for the next round
+    mark_f = np.full(nf, -1, np.int64)   # flow's level recomputed this round
+    mark_h = np.full(nf, -1, np.int64)   # flow re-decided this round
+    dl = np.empty(nl, np.int64)
+    ndl_list = np.empty(nl, np.int64)
+    db = np.empty(nl, np.int64)
+    df = np.empty(nf, np.int64)
+    hd = np.empty(nf, np.int64)
+    nload = np.empty(nl)
+    nres = np.empty(nl)
+    nshare = np.empty(nl)
+    nbn = np.empty(nl, np.bool_)
+    newm = np.empty(nf)
+    nxt_load = np.empty(nl)
+    nxt_res = np.empty(nl)
+    # round 0's dirty links: those of the flows that join or leave
+    ndl = 0
+    for i in range(nsd):
+        f = sd[i]
+        for e in range(f_ptr[f], f_ptr[f + 1]):
+            l = e_link[e]
+            if mark_l[l] != 0:
+                mark_l[l] = 0
+                dl[ndl] = l
+                ndl += 1
+    kept = 0
+    for i in range(ndl):
+        l = dl[i]
+        s = 0.0
+        for q in range(l_ptr[l], l_ptr[l + 1]):
+            if act[l_flow[q]]:
+                s += l_weight[q]
+        if _same(s, t_load[0, l]):
+            mark_l[l] = -1
+            continue
+        nload[l] = s
+        nres[l] = t_res[0, l]
+        dl[kept] = l
+        kept += 1
+    ndl = kept
+    nunf = t_nunf[0]
+    for i in range(nsd):
+        f = sd[i]
+        nunf += (1 if act[f] else 0) - (1 if act0[f] else 0)
+    k = 0
+    while True:
+        if nunf == 0:
+            break
+        if k + 1 >= kcap:
+            return 2, k
+        while ready <= k + 1:  # the last run's state beyond its end
+            t_load[ready, :] = 0.0
+            t_res[ready, :] = final0
+            t_bn[ready, :] = False
+            t_nunf[ready] = 0
+            ready += 1
+        old_live = k < k_old
+        # 1. shares of the dirty links
+        for i in range(ndl):
+            l = dl[i]
+            nshare[l] = max(nres[l], 0.0) / nload[l] if nload[l] > 0 else inf
+        # 2. levels that may move: unfrozen flows on dirty links, flows whose status differs
+        nd = 0
+        for i in range(ndl):
+            l = dl[i]
+            for q in range(l_ptr[l], l_ptr[l + 1]):
+                f = l_flow[q]
+                if mark_f[f] != k and act[f] and rho[f] >= k:
+                    mark_f[f] = k
+                    df[nd] = f
+                    nd += 1
+        for i in range(nsd):
+            f = sd[i]
+            if mark_f[f] != k and act[f] and rho[f] >= k:
+                mark_f[f] = k
+                df[nd] = f
+                nd += 1
+        ndb = 0
+        for i in range(nd):
+            f = df[i]
+            v = inf
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                l = e_link[e]
+                if mark_l[l] == k:
+                    v = min(v, nshare[l])
+                else:
+                    ld = t_load[k, l]
+                    v = min(v, max(t_res[k, l], 0.0) / ld if ld > 0 else inf)
+            v = min(v, ceiling[f])
+            newm[f] = v
+            was = old_live and act0[f] and rho0[f] >= k
+            if not (was and _same(v, t_m[k, f])):
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    l = e_link[e]
+                    if mark_db[l] != k:
+                        mark_db[l] = k
+                        db[ndb] = l
+                        ndb += 1
+        # flows that took part in the last run's round and not in this one's
+        for i in range(nsd):
+            f = sd[i]
+            if old_live and act0[f] and rho0[f] >= k and not (act[f] and rho[f] >= k):
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    l = e_link[e]
+                    if mark_db[l] != k:
+                        mark_db[l] = k
+                        db[ndb] = l
+                        ndb += 1
+        for i in range(ndl):
+            l = dl[i]
+            if mark_db[l] != k:
+                mark_db[l] = k
+                db[ndb] = l
+                ndb += 1
+        # 3. bottleneck tests of those links
+        nh = 0
+        for i in range(ndb):
+            l = db[i]
+            v = inf
+            for q in range(l_ptr[l], l_ptr[l + 1]):
+                g = l_flow[q]
+                if act[g] and rho[g] >= k:
+                    v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
+            if mark_l[l] == k:
+                ld, sh = nload[l], nshare[l]
+            else:
+                ld = t_load[k, l]
+                sh = max(t_res[k, l], 0.0) / ld if ld > 0 else inf
+            b = ld > 0 and sh <= v * tol
+            nbn[l] = b
+            if b != t_bn[k, l]:
+                for q in range(l_ptr[l], l_ptr[l + 1]):
+                    g = l_flow[q]
+                    if mark_h[g] != k and act[g] and rho[g] >= k:
+                        mark_h[g] = k
+                        hd[nh] = g
+                        nh += 1
+        for i in range(nd):
+            f = df[i]
+            if mark_h[f] != k:
+                mark_h[f] = k
+                hd[nh] = f
+                nh += 1
+        # 4. decisions of those flows; the others keep the last run's
+        nn = 0
+        for i in range(nh):
+            f = hd[i]
+            v = newm[f] if mark_f[f] == k else t_m[k, f]
+            free = not np.isfinite(v)
+            hit = free or (np.isfinite(ceiling[f]) and ceiling[f] <= v * tol)
+            if not hit:
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    l = e_link[e]
+                    if mark_db[l] == k:
+                        if nbn[l]:
+                            hit = True
+                            break
+                    elif t_bn[k, l]:
+                        hit = True
+                        break
+            r = inf if free else v
+            if hit:
+                if rho[f] == k and _same(rate[f], r):
+                    continue
+                rho[f] = k
+                rate[f] = r
+            elif rho[f] == k:
+                rho[f] = big
+            else:
+                continue
+            if not sd_mark[f]:
+                sd_mark[f] = True
+                sd[nsd] = f
+                nsd += 1
+            for e in range(f_ptr[f], f_ptr[f + 1]):  # its links' next state may differ
+                l = e_link[e]
+                if mark_n[l] != k:
+                    mark_n[l] = k
+                    ndl_list[nn] = l
+                    nn += 1
+        # 5. next round's unfrozen count; links of flows whose status then differs
+        nunf_next = t_nunf[k + 1]
+        for i in range(nsd):
+            f = sd[i]
+            a = act[f] and rho[f] >= k + 1
+            b = act0[f] and rho0[f] >= k + 1 and k + 1 < k_old
+            if a != b:
+                nunf_next += (1 if a else 0) - (1 if b else 0)
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    l = e_link[e]
+                    if mark_n[l] != k:
+                        mark_n[l] = k
+                        ndl_list[nn] = l
+                        nn += 1
+        for i in range(ndl):
+            l = dl[i]
+            if mark_n[l] != k:
+                mark_n[l] = k
+                ndl_list[nn] = l
+                nn += 1
+        if nunf_next == nunf:
+            return 1, k
+        # 6. those links' load and residual at the next round
+        kept = 0
+        for i in range(nn):
+            l = ndl_list[i]
+            s = 0.0
+            d = 0.0
+            for q in range(l_ptr[l], l_ptr[l + 1]):
+                g = l_flow[q]
+                if act[g]:
+                    if rho[g] >= k + 1:
+                        s += l_weight[q]
+                    elif rho[g] == k and np.isfinite(rate[g]):
+                        d += l_weight[q] * rate[g]
+            res = (nres[l] if mark_l[l] == k else t_res[k, l]) - d
+            if _same(s, t_load[k + 1, l]) and _same(res, t_res[k + 1, l]):
+                continue
+            nxt_load[l] = s
+            nxt_res[l] = res
+            ndl_list[kept] = l
+            kept += 1
+        # 7. this round's row becomes this run's
+        for i in range(ndl):
+            l = dl[i]
+            t_load[k, l] = nload[l]
+            t_res[k, l] = nres[l]
+        for i in range(nd):
+            t_m[k, df[i]] = newm[df[i]]
+        for i in range(ndb):
+            t_bn[k, db[i]] = nbn[db[i]]
+        t_nunf[k] = nunf
+        for i in range(kept):
+            l = ndl_list[i]
+            dl[i] = l
+            mark_l[l] = k + 1
+            nload[l] = nxt_load[l]
+            nres[l] = nxt_res[l]
+        ndl = kept
+        nunf = nunf_next
+        k += 1
+    # row k is the final state
+    for i in range(ndl):
+        l = dl[i]
+        t_load[k, l] = nload[l]
+        t_res[k, l] = nres[l]
+    t_nunf[k] = 0
+    return 0, k
+
+
 if njit is not None:
     _compact = njit(cache=True, nogil=True)(_compact_py)
     _fill = njit(cache=True, nogil=True)(_fill_py)
+    _same = njit(cache=True, inline="always")(_same)
+    _resolve = njit(cache=True, nogil=True)(_resolve_py)
 else:  # pragma: no cover
-    _compact, _fill = _compact_py, _fill_py
+    _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py
