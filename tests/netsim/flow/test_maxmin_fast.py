@@ -64,3 +64,62 @@ def test_unsorted_entries_take_the_plain_loop():
     cap = np.array([1.0, 2.0, 3.0])
     assert maxmin_rates(inc, cap).tobytes() == maxmin_rates_plain(inc, cap).tobytes()
     assert not inc.cache["maxmin_fast"][0]
+
+
+def _sequence(rng, nf: int, steps: int):
+    """Active sets as a fluid run makes them: a few flows leave or join at each step, now
+    and then many at once, and once every flow or none."""
+    act = rng.random(nf) < 0.8
+    out = [act.copy()]
+    for step in range(steps):
+        act = act.copy()
+        if step == steps // 2:
+            act[:] = True
+        elif step == steps // 3:
+            act[:] = False
+        elif step % 7 == 6:
+            act ^= rng.random(nf) < 0.3
+        else:
+            act[rng.integers(nf, size=int(rng.integers(1, 4)))] ^= True
+        out.append(act)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_reruns_from_the_trace_are_bit_identical(seed):
+    """Successive allocations on one incidence (the trace path from the second on) give the
+    plain loop's rates for every active set: ties, zero and infinite capacities, flows on
+    no link, ceilings."""
+    inc, cap, _, ceiling = _random_case(seed)
+    rng = np.random.default_rng(1000 + seed)
+    for act in _sequence(rng, inc.num_flows, 30):
+        fast = maxmin_rates(inc, cap, act, ceiling)
+        assert fast.tobytes() == maxmin_rates_plain(inc, cap, act, ceiling).tobytes()
+    assert inc.cache["maxmin_trace"][1] is not None  # the trace was used
+
+
+def test_trace_on_lockstep_rings_and_out_of_rows(monkeypatch):
+    """Many rounds: a trace of 2 rows runs out, the kernel answers and a bigger one is
+    built; the rates stay the plain loop's."""
+    from netsim.flow import maxmin_fast
+
+    monkeypatch.setattr(maxmin_fast._Trace, "ROWS", 2)
+    rng = np.random.default_rng(7)
+    nf, nl = 1500, 200
+    paths = [rng.choice(nl, size=int(rng.integers(5, 30)), replace=False) for _ in range(nf)]
+    inc = Incidence.from_csr(np.r_[0, np.cumsum([len(p) for p in paths])],
+                             np.concatenate(paths), nl,
+                             rng.integers(1, 4, sum(len(p) for p in paths)).astype(float))
+    cap = rng.choice([200e9, 400e9], size=nl)
+    rows = []
+    for act in _sequence(rng, nf, 12):
+        assert maxmin_rates(inc, cap, act).tobytes() == \
+            maxmin_rates_plain(inc, cap, act).tobytes()
+        rows.append(inc.cache["maxmin_trace"][2])
+    assert rows[-1] > 2
+
+
+def test_new_capacities_start_a_new_trace():
+    inc, cap, act, _ = _random_case(3)
+    for c in (cap, cap * 2, cap * 2, cap):
+        assert maxmin_rates(inc, c, act).tobytes() == maxmin_rates_plain(inc, c, act).tobytes()
