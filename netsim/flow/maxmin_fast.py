@@ -153,6 +153,11 @@ class _Trace:
         return tr.rate.copy()
 
 
+def drop_trace(inc) -> None:
+    """Forget the incidence's trace (its memory: a run of allocations on it is over)."""
+    inc.cache.pop(_Trace.KEY, None)
+
+
 def _by_link(inc):
     """Entries in link order (entry order within a link): row pointers, flows, weights."""
     got = inc.cache.get("maxmin_by_link")
