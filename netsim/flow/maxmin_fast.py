@@ -207,9 +207,9 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
         fp[n] = k
     live_entries = k
     while live_entries > 0:
-        for l in range(nl):
-            share[l] = max(residual[l], 0.0) / load[l] if load[l] > 0 else inf
-            lmin[l] = inf
+        for ln in range(nl):
+            share[ln] = max(residual[ln], 0.0) / load[ln] if load[ln] > 0 else inf
+            lmin[ln] = inf
         for i in range(n):
             if not alive[i]:
                 continue
@@ -220,8 +220,8 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
             m[i] = v
             for e in range(fp[i], fp[i + 1]):
                 lmin[el[e]] = min(lmin[el[e]], v)
-        for l in range(nl):
-            bottleneck[l] = load[l] > 0 and share[l] <= lmin[l] * tol
+        for ln in range(nl):
+            bottleneck[ln] = load[ln] > 0 and share[ln] <= lmin[ln] * tol
         # freeze (bottleneck link or ceiling) or set free (unbounded), in flow order
         frozen = False
         for i in range(n):
@@ -250,9 +250,9 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
                     load[el[e]] -= ew[e]
         if not frozen:
             return rate, False
-        for l in range(nl):
-            residual[l] -= delta[l]
-            delta[l] = 0.0
+        for ln in range(nl):
+            residual[ln] -= delta[ln]
+            delta[ln] = 0.0
         if live_entries * 4 < k * 3:  # drop the entries of frozen flows
             n, k = _compact(n, ff, fp, m, alive, el, ew)
         if not exact_load:  # the load summed over the live entries in entry order
@@ -339,24 +339,24 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
     for i in range(nsd):
         f = sd[i]
         for e in range(f_ptr[f], f_ptr[f + 1]):
-            l = e_link[e]
-            if mark_l[l] != 0:
-                mark_l[l] = 0
-                dl[ndl] = l
+            ln = e_link[e]
+            if mark_l[ln] != 0:
+                mark_l[ln] = 0
+                dl[ndl] = ln
                 ndl += 1
     kept = 0
     for i in range(ndl):
-        l = dl[i]
+        ln = dl[i]
         s = 0.0
-        for q in range(l_ptr[l], l_ptr[l + 1]):
+        for q in range(l_ptr[ln], l_ptr[ln + 1]):
             if act[l_flow[q]]:
                 s += l_weight[q]
-        if _same(s, t_load[0, l]):
-            mark_l[l] = -1
+        if _same(s, t_load[0, ln]):
+            mark_l[ln] = -1
             continue
-        nload[l] = s
-        nres[l] = t_res[0, l]
-        dl[kept] = l
+        nload[ln] = s
+        nres[ln] = t_res[0, ln]
+        dl[kept] = ln
         kept += 1
     ndl = kept
     nunf = t_nunf[0]
@@ -378,13 +378,13 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
         old_live = k < k_old
         # 1. shares of the dirty links
         for i in range(ndl):
-            l = dl[i]
-            nshare[l] = max(nres[l], 0.0) / nload[l] if nload[l] > 0 else inf
+            ln = dl[i]
+            nshare[ln] = max(nres[ln], 0.0) / nload[ln] if nload[ln] > 0 else inf
         # 2. levels that may move: unfrozen flows on dirty links, flows whose status differs
         nd = 0
         for i in range(ndl):
-            l = dl[i]
-            for q in range(l_ptr[l], l_ptr[l + 1]):
+            ln = dl[i]
+            for q in range(l_ptr[ln], l_ptr[ln + 1]):
                 f = l_flow[q]
                 if mark_f[f] != k and act[f] and rho[f] >= k:
                     mark_f[f] = k
@@ -401,56 +401,56 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             f = df[i]
             v = inf
             for e in range(f_ptr[f], f_ptr[f + 1]):
-                l = e_link[e]
-                if mark_l[l] == k:
-                    v = min(v, nshare[l])
+                ln = e_link[e]
+                if mark_l[ln] == k:
+                    v = min(v, nshare[ln])
                 else:
-                    ld = t_load[k, l]
-                    v = min(v, max(t_res[k, l], 0.0) / ld if ld > 0 else inf)
+                    ld = t_load[k, ln]
+                    v = min(v, max(t_res[k, ln], 0.0) / ld if ld > 0 else inf)
             v = min(v, ceiling[f])
             newm[f] = v
             was = old_live and act0[f] and rho0[f] >= k
             if not (was and _same(v, t_m[k, f])):
                 for e in range(f_ptr[f], f_ptr[f + 1]):
-                    l = e_link[e]
-                    if mark_db[l] != k:
-                        mark_db[l] = k
-                        db[ndb] = l
+                    ln = e_link[e]
+                    if mark_db[ln] != k:
+                        mark_db[ln] = k
+                        db[ndb] = ln
                         ndb += 1
         # flows that took part in the last run's round and not in this one's
         for i in range(nsd):
             f = sd[i]
             if old_live and act0[f] and rho0[f] >= k and not (act[f] and rho[f] >= k):
                 for e in range(f_ptr[f], f_ptr[f + 1]):
-                    l = e_link[e]
-                    if mark_db[l] != k:
-                        mark_db[l] = k
-                        db[ndb] = l
+                    ln = e_link[e]
+                    if mark_db[ln] != k:
+                        mark_db[ln] = k
+                        db[ndb] = ln
                         ndb += 1
         for i in range(ndl):
-            l = dl[i]
-            if mark_db[l] != k:
-                mark_db[l] = k
-                db[ndb] = l
+            ln = dl[i]
+            if mark_db[ln] != k:
+                mark_db[ln] = k
+                db[ndb] = ln
                 ndb += 1
         # 3. bottleneck tests of those links
         nh = 0
         for i in range(ndb):
-            l = db[i]
+            ln = db[i]
             v = inf
-            for q in range(l_ptr[l], l_ptr[l + 1]):
+            for q in range(l_ptr[ln], l_ptr[ln + 1]):
                 g = l_flow[q]
                 if act[g] and rho[g] >= k:
                     v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
-            if mark_l[l] == k:
-                ld, sh = nload[l], nshare[l]
+            if mark_l[ln] == k:
+                ld, sh = nload[ln], nshare[ln]
             else:
-                ld = t_load[k, l]
-                sh = max(t_res[k, l], 0.0) / ld if ld > 0 else inf
+                ld = t_load[k, ln]
+                sh = max(t_res[k, ln], 0.0) / ld if ld > 0 else inf
             b = ld > 0 and sh <= v * tol
-            nbn[l] = b
-            if b != t_bn[k, l]:
-                for q in range(l_ptr[l], l_ptr[l + 1]):
+            nbn[ln] = b
+            if b != t_bn[k, ln]:
+                for q in range(l_ptr[ln], l_ptr[ln + 1]):
                     g = l_flow[q]
                     if mark_h[g] != k and act[g] and rho[g] >= k:
                         mark_h[g] = k
@@ -471,12 +471,12 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             hit = free or (np.isfinite(ceiling[f]) and ceiling[f] <= v * tol)
             if not hit:
                 for e in range(f_ptr[f], f_ptr[f + 1]):
-                    l = e_link[e]
-                    if mark_db[l] == k:
-                        if nbn[l]:
+                    ln = e_link[e]
+                    if mark_db[ln] == k:
+                        if nbn[ln]:
                             hit = True
                             break
-                    elif t_bn[k, l]:
+                    elif t_bn[k, ln]:
                         hit = True
                         break
             r = inf if free else v
@@ -494,10 +494,10 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
                 sd[nsd] = f
                 nsd += 1
             for e in range(f_ptr[f], f_ptr[f + 1]):  # its links' next state may differ
-                l = e_link[e]
-                if mark_n[l] != k:
-                    mark_n[l] = k
-                    ndl_list[nn] = l
+                ln = e_link[e]
+                if mark_n[ln] != k:
+                    mark_n[ln] = k
+                    ndl_list[nn] = ln
                     nn += 1
         # 5. next round's unfrozen count; links of flows whose status then differs
         nunf_next = t_nunf[k + 1]
@@ -508,63 +508,63 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             if a != b:
                 nunf_next += (1 if a else 0) - (1 if b else 0)
                 for e in range(f_ptr[f], f_ptr[f + 1]):
-                    l = e_link[e]
-                    if mark_n[l] != k:
-                        mark_n[l] = k
-                        ndl_list[nn] = l
+                    ln = e_link[e]
+                    if mark_n[ln] != k:
+                        mark_n[ln] = k
+                        ndl_list[nn] = ln
                         nn += 1
         for i in range(ndl):
-            l = dl[i]
-            if mark_n[l] != k:
-                mark_n[l] = k
-                ndl_list[nn] = l
+            ln = dl[i]
+            if mark_n[ln] != k:
+                mark_n[ln] = k
+                ndl_list[nn] = ln
                 nn += 1
         if nunf_next == nunf:
             return 1, k
         # 6. those links' load and residual at the next round
         kept = 0
         for i in range(nn):
-            l = ndl_list[i]
+            ln = ndl_list[i]
             s = 0.0
             d = 0.0
-            for q in range(l_ptr[l], l_ptr[l + 1]):
+            for q in range(l_ptr[ln], l_ptr[ln + 1]):
                 g = l_flow[q]
                 if act[g]:
                     if rho[g] >= k + 1:
                         s += l_weight[q]
                     elif rho[g] == k and np.isfinite(rate[g]):
                         d += l_weight[q] * rate[g]
-            res = (nres[l] if mark_l[l] == k else t_res[k, l]) - d
-            if _same(s, t_load[k + 1, l]) and _same(res, t_res[k + 1, l]):
+            res = (nres[ln] if mark_l[ln] == k else t_res[k, ln]) - d
+            if _same(s, t_load[k + 1, ln]) and _same(res, t_res[k + 1, ln]):
                 continue
-            nxt_load[l] = s
-            nxt_res[l] = res
-            ndl_list[kept] = l
+            nxt_load[ln] = s
+            nxt_res[ln] = res
+            ndl_list[kept] = ln
             kept += 1
         # 7. this round's row becomes this run's
         for i in range(ndl):
-            l = dl[i]
-            t_load[k, l] = nload[l]
-            t_res[k, l] = nres[l]
+            ln = dl[i]
+            t_load[k, ln] = nload[ln]
+            t_res[k, ln] = nres[ln]
         for i in range(nd):
             t_m[k, df[i]] = newm[df[i]]
         for i in range(ndb):
             t_bn[k, db[i]] = nbn[db[i]]
         t_nunf[k] = nunf
         for i in range(kept):
-            l = ndl_list[i]
-            dl[i] = l
-            mark_l[l] = k + 1
-            nload[l] = nxt_load[l]
-            nres[l] = nxt_res[l]
+            ln = ndl_list[i]
+            dl[i] = ln
+            mark_l[ln] = k + 1
+            nload[ln] = nxt_load[ln]
+            nres[ln] = nxt_res[ln]
         ndl = kept
         nunf = nunf_next
         k += 1
     # row k is the final state
     for i in range(ndl):
-        l = dl[i]
-        t_load[k, l] = nload[l]
-        t_res[k, l] = nres[l]
+        ln = dl[i]
+        t_load[k, ln] = nload[ln]
+        t_res[k, ln] = nres[ln]
     t_nunf[k] = 0
     return 0, k
 
