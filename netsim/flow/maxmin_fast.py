@@ -116,12 +116,13 @@ class _Trace:
         self.res[0] = capacity
         self.m = np.empty((rows + 1, nf))
         self.bn = np.zeros((rows + 1, nl), np.bool_)
+        self.lmin = np.full((rows + 1, nl), np.inf)
         self.nunf = np.zeros(rows + 1, np.int64)
         self.k = 0
 
     @staticmethod
     def nbytes(inc, rows: int) -> int:
-        return (rows + 1) * (17 * inc.num_links + 8 * inc.num_flows)
+        return (rows + 1) * (25 * inc.num_links + 8 * inc.num_flows)
 
     @classmethod
     def resolve(cls, inc, s, capacity, unfrozen, ceiling, tol):
@@ -143,7 +144,8 @@ class _Trace:
         act = np.ascontiguousarray(unfrozen, np.bool_)
         status, k = _resolve(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight,
                              np.ascontiguousarray(ceiling, np.float64), float(tol), act,
-                             tr.act, tr.rho, tr.rate, tr.load, tr.res, tr.m, tr.bn, tr.nunf,
+                             tr.act, tr.rho, tr.rate, tr.load, tr.res, tr.m, tr.lmin, tr.bn,
+                             tr.nunf,
                              tr.k, np.int64(1 << 62))
         if status != 0:  # the trace is spent: the kernel answers, a bigger trace next time
             inc.cache[cls.KEY] = (key, None, rows * (2 if status == 2 else 1))
@@ -292,7 +294,7 @@ def _same(a, b):
 
 
 def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, act,
-                act0, rho, rate, t_load, t_res, t_m, t_bn, t_nunf, k_old, big):
+                act0, rho, rate, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, k_old, big):
     """Re-run the rounds for the active set ``act`` from the trace of the last run (active
     set ``act0``), recomputing only what differs from it; the trace becomes this run's.
     Returns (status, rounds): 0 done, 1 no progress, 2 out of trace rows."""
@@ -319,6 +321,9 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
     # scratch
     mark_l = np.full(nl, -1, np.int64)   # link listed as dirty this round
     mark_db = np.full(nl, -1, np.int64)  # link's bottleneck recomputed this round
+    mark_r = np.full(nl, -1, np.int64)   # link's link_min rescanned this round
+    md = np.empty(nf, np.int64)
+    cur = np.empty(nl)
     mark_n = np.full(nl, -1, np.int64)   # link listed for the next round
     mark_f = np.full(nf, -1, np.int64)   # flow's level recomputed this round
     mark_h = np.full(nf, -1, np.int64)   # flow re-decided this round
@@ -373,6 +378,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             t_load[ready, :] = 0.0
             t_res[ready, :] = final0
             t_bn[ready, :] = False
+            t_lmin[ready, :] = inf
             t_nunf[ready] = 0
             ready += 1
         old_live = k < k_old
@@ -397,6 +403,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
                 df[nd] = f
                 nd += 1
         ndb = 0
+        nmd = 0  # flows whose level or status moved
         for i in range(nd):
             f = df[i]
             v = inf
@@ -411,6 +418,8 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             newm[f] = v
             was = old_live and act0[f] and rho0[f] >= k
             if not (was and _same(v, t_m[k, f])):
+                md[nmd] = f
+                nmd += 1
                 for e in range(f_ptr[f], f_ptr[f + 1]):
                     ln = e_link[e]
                     if mark_db[ln] != k:
@@ -421,6 +430,8 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
         for i in range(nsd):
             f = sd[i]
             if old_live and act0[f] and rho0[f] >= k and not (act[f] and rho[f] >= k):
+                md[nmd] = f
+                nmd += 1
                 for e in range(f_ptr[f], f_ptr[f + 1]):
                     ln = e_link[e]
                     if mark_db[ln] != k:
@@ -433,15 +444,31 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
                 mark_db[ln] = k
                 db[ndb] = ln
                 ndb += 1
-        # 3. bottleneck tests of those links
+        # 3. bottleneck tests of those links. link_min from the last run's, with the moved
+        # flows' new levels; rescanned where a moved flow may have held the minimum
+        for i in range(ndb):
+            cur[db[i]] = t_lmin[k, db[i]]
+        for i in range(nmd):
+            g = md[i]
+            was = old_live and act0[g] and rho0[g] >= k
+            now = act[g] and rho[g] >= k
+            for e in range(f_ptr[g], f_ptr[g + 1]):
+                ln = e_link[e]
+                if was and t_m[k, g] == t_lmin[k, ln]:
+                    mark_r[ln] = k
+                if now:
+                    cur[ln] = min(cur[ln], newm[g])
         nh = 0
         for i in range(ndb):
             ln = db[i]
-            v = inf
-            for q in range(l_ptr[ln], l_ptr[ln + 1]):
-                g = l_flow[q]
-                if act[g] and rho[g] >= k:
-                    v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
+            v = cur[ln]
+            if mark_r[ln] == k:
+                v = inf
+                for q in range(l_ptr[ln], l_ptr[ln + 1]):
+                    g = l_flow[q]
+                    if act[g] and rho[g] >= k:
+                        v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
+                cur[ln] = v
             if mark_l[ln] == k:
                 ld, sh = nload[ln], nshare[ln]
             else:
@@ -550,6 +577,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             t_m[k, df[i]] = newm[df[i]]
         for i in range(ndb):
             t_bn[k, db[i]] = nbn[db[i]]
+            t_lmin[k, db[i]] = cur[db[i]]
         t_nunf[k] = nunf
         for i in range(kept):
             ln = ndl_list[i]
@@ -560,7 +588,9 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
         ndl = kept
         nunf = nunf_next
         k += 1
-    # row k is the final state
+    # row k is the final state: no flow left, no bottleneck, no level
+    t_bn[k, :] = False
+    t_lmin[k, :] = inf
     for i in range(ndl):
         ln = dl[i]
         t_load[k, ln] = nload[ln]

@@ -85,7 +85,7 @@ def _sequence(rng, nf: int, steps: int):
     return out
 
 
-@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("seed", range(48))
 def test_reruns_from_the_trace_are_bit_identical(seed):
     """Successive allocations on one incidence (the trace path from the second on) give the
     plain loop's rates for every active set: ties, zero and infinite capacities, flows on
