@@ -25,6 +25,8 @@ numba is optional: without it (or for an incidence whose entries are not sorted 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 try:  # pragma: no cover - exercised where numba is installed
@@ -72,41 +74,63 @@ def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: 
     """Rates of ``maxmin_rates`` (inputs already checked there), or None when the kernel
     cannot run this incidence. From the second allocation of an incidence on the same
     capacities and ceilings on, the rounds are re-run from the last one's trace
-    (``_Trace``)."""
+    (``_Trace``), for as long as that is faster than the kernel (the rates are the same
+    either way)."""
     if njit is None:
         return None
     s = _structure(inc)
     if s is None:
         return None
-    rate = _Trace.resolve(inc, s, capacity, unfrozen, ceiling, tol)
-    if rate is not None:
-        return rate
+    key = (capacity.tobytes(), ceiling.tobytes())
+    st = inc.cache.get(_Trace.KEY)
+    if st is None or st["key"] != key:  # first allocation on these capacities
+        st = inc.cache[_Trace.KEY] = {"key": key, "trace": None, "rows": _Trace.ROWS,
+                                      "kernel_s": None, "slow": 0}
+    if st["kernel_s"] is not None and st["slow"] < _Trace.SLOW:
+        rate = _Trace.resolve(inc, s, st, unfrozen, ceiling, tol)
+        if rate is not None:
+            return rate
+    t0 = time.thread_time()
+    rate = _kernel(s, capacity, unfrozen, ceiling, tol)
+    st["kernel_s"] = time.thread_time() - t0
+    return rate
+
+
+def _kernel(s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
     _, f_ptr, e_link, e_weight, exact = s
-    rate, ok = _fill(f_ptr, e_link, e_weight, np.ascontiguousarray(capacity, np.float64),
-                     np.ascontiguousarray(unfrozen, np.bool_),
-                     np.ascontiguousarray(ceiling, np.float64), float(tol), exact)
-    if not ok:
+    rate, status, _ = _fill(f_ptr, e_link, e_weight, np.ascontiguousarray(capacity, np.float64),
+                            np.ascontiguousarray(unfrozen, np.bool_),
+                            np.ascontiguousarray(ceiling, np.float64), float(tol), exact, False,
+                            *_NO_TRACE)
+    if status:
         raise RuntimeError("progressive filling made no progress")  # pragma: no cover
     return rate
 
 
+_NO_TRACE = (np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)),
+             np.zeros((1, 1), np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
 class _Trace:
     """The last run's rounds on one incidence: per round the state at its start (loads,
-    residuals, levels, bottleneck flags, unfrozen count), and per flow its freeze round and
-    rate. A re-run (``_resolve``) follows the rounds of the last run, recomputing only what
-    the flows that joined or left can have changed, and comparing each recomputed number
-    with the last run's bit for bit: where they agree the rest of the round is the same
-    computation on the same operands, so it is taken as it was. Every recomputed number is
-    computed as ``maxmin_rates`` computes it (loads and residual decrements summed over the
-    link's entries in entry order), so the rates are the plain loop's, bit for bit."""
+    residuals, levels, link minima, bottleneck flags, unfrozen count), and per flow its
+    freeze round and rate. A re-run (``_resolve``) follows the rounds of the last run,
+    recomputing only what the flows that joined or left can have changed, and comparing each
+    recomputed number with the last run's bit for bit: where they agree the rest of the
+    round is the same computation on the same operands, so it is taken as it was. Every
+    recomputed number is computed as ``maxmin_rates`` computes it (loads and residual
+    decrements summed over the link's entries in entry order, minima), so the rates are the
+    plain loop's, bit for bit. Where a change reaches most of the allocation a re-run costs
+    more than the kernel: after ``SLOW`` such re-runs in a row the incidence goes back to the
+    kernel (a choice of speed only)."""
 
-    ROWS = 32
+    ROWS = 64
+    SLOW = 3
     MAX_BYTES = 256 << 20
     KEY = "maxmin_trace"
 
-    def __init__(self, inc, capacity, ceiling, rows: int) -> None:
+    def __init__(self, inc, capacity, rows: int) -> None:
         nf, nl = inc.num_flows, inc.num_links
-        self.key = (capacity.tobytes(), ceiling.tobytes())
         self.rows = rows
         self.act = np.zeros(nf, np.bool_)
         self.rho = np.full(nf, -1, np.int64)
@@ -125,39 +149,55 @@ class _Trace:
         return (rows + 1) * (25 * inc.num_links + 8 * inc.num_flows)
 
     @classmethod
-    def resolve(cls, inc, s, capacity, unfrozen, ceiling, tol):
-        """This allocation's rates from the trace, or None (first allocation on these
-        capacities: the caller runs the kernel; a trace that ran out of rows: rebuilt
-        bigger next time)."""
-        key = (capacity.tobytes(), ceiling.tobytes())
-        got = inc.cache.get(cls.KEY)
-        if got is None or got[0] != key:  # first allocation: no trace yet
-            inc.cache[cls.KEY] = (key, None, cls.ROWS)
-            return None
-        _, tr, rows = got
+    def resolve(cls, inc, s, st: dict, unfrozen, ceiling, tol):
+        """This allocation's rates from the trace (recorded by the kernel the first time),
+        or None (the trace ran out of rows or memory: the kernel answers)."""
+        tr = st["trace"]
         if tr is None:
-            if cls.nbytes(inc, rows) > cls.MAX_BYTES:
-                return None
-            tr = cls(inc, capacity, ceiling, rows)
+            return _record(cls, inc, s, st, unfrozen, ceiling, tol)
         _, f_ptr, e_link, e_weight, _ = s
         l_ptr, l_flow, l_weight = _by_link(inc)
         act = np.ascontiguousarray(unfrozen, np.bool_)
+        t0 = time.thread_time()
         status, k = _resolve(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight,
                              np.ascontiguousarray(ceiling, np.float64), float(tol), act,
                              tr.act, tr.rho, tr.rate, tr.load, tr.res, tr.m, tr.lmin, tr.bn,
-                             tr.nunf,
-                             tr.k, np.int64(1 << 62))
-        if status != 0:  # the trace is spent: the kernel answers, a bigger trace next time
-            inc.cache[cls.KEY] = (key, None, rows * (2 if status == 2 else 1))
+                             tr.nunf, tr.k, np.int64(1 << 62))
+        st["slow"] = st["slow"] + 1 if time.thread_time() - t0 > st["kernel_s"] else 0
+        if status != 0:  # the trace is spent: recorded anew, bigger, next time
+            st["trace"] = None
+            st["rows"] *= 2 if status == 2 else 1
             return None
         tr.act, tr.k = act.copy(), k
-        inc.cache[cls.KEY] = (key, tr, rows)
+        if st["slow"] >= cls.SLOW:  # the kernel is faster here: it answers from now on
+            st["trace"] = None
         return tr.rate.copy()
 
 
 def drop_trace(inc) -> None:
     """Forget the incidence's trace (its memory: a run of allocations on it is over)."""
     inc.cache.pop(_Trace.KEY, None)
+
+
+def _record(cls, inc, s, st: dict, unfrozen, ceiling, tol):
+    """Run the kernel writing its rounds into a new trace (more rows until they suffice)."""
+    _, f_ptr, e_link, e_weight, exact = s
+    act = np.ascontiguousarray(unfrozen, np.bool_)
+    capacity = np.frombuffer(st["key"][0], np.float64).copy()
+    while cls.nbytes(inc, st["rows"]) <= cls.MAX_BYTES:
+        tr = cls(inc, capacity, st["rows"])
+        rate, status, k = _fill(f_ptr, e_link, e_weight, capacity, act.copy(),
+                                np.ascontiguousarray(ceiling, np.float64), float(tol), exact,
+                                True, tr.load, tr.res, tr.m, tr.lmin, tr.bn, tr.nunf, tr.rho)
+        if status == 1:
+            raise RuntimeError("progressive filling made no progress")  # pragma: no cover
+        if status == 0:
+            tr.act, tr.k, tr.rate = act.copy(), k, rate
+            st["trace"] = tr
+            return rate.copy()
+        st["rows"] *= 2
+    st["slow"] = cls.SLOW  # too big to keep: the kernel answers
+    return None
 
 
 def _by_link(inc):
@@ -173,8 +213,11 @@ def _by_link(inc):
     return got
 
 
-def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_load):
-    """The kernel (compiled by numba below; see the module docstring)."""
+def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_load, rec,
+             t_load, t_res, t_m, t_lmin, t_bn, t_nunf, rho):
+    """The kernel (compiled by numba below; see the module docstring). With ``rec``, each
+    round's state is written to the trace rows (``_Trace``) and each flow's freeze round to
+    ``rho``. Returns (rates, status, rounds): status 0 done, 1 no progress, 2 out of rows."""
     nf, nl = len(f_ptr) - 1, len(capacity)
     inf = np.inf
     rate = np.zeros(nf)
@@ -191,13 +234,17 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
     alive = np.ones(nf, np.bool_)
     el = np.empty(len(e_link), np.int64)
     ew = np.empty(len(e_link))
-    n, k = 0, 0
+    n, k, linkless = 0, 0, 0
     fp[0] = 0
     for f in range(nf):
         if not unfrozen[f]:
             continue
         if f_ptr[f + 1] == f_ptr[f]:  # no link: its ceiling, or unbounded (round 1)
             rate[f] = ceiling[f] if np.isfinite(ceiling[f]) else inf
+            linkless += 1
+            if rec:
+                rho[f] = 0
+                t_m[0, f] = min(inf, ceiling[f])
             continue
         for e in range(f_ptr[f], f_ptr[f + 1]):
             el[k] = e_link[e]
@@ -208,7 +255,19 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
         n += 1
         fp[n] = k
     live_entries = k
+    rnd, alive_n = 0, n
+    if rec and live_entries == 0 and linkless > 0:  # one round frees or caps them all
+        if t_load.shape[0] < 3:
+            return rate, 2, 0
+        t_load[0, :] = load
+        t_res[0, :] = residual
+        t_lmin[0, :] = inf
+        t_bn[0, :] = False
+        t_nunf[0] = linkless
+        rnd = 1
     while live_entries > 0:
+        if rec and rnd + 2 > t_load.shape[0]:
+            return rate, 2, rnd
         for ln in range(nl):
             share[ln] = max(residual[ln], 0.0) / load[ln] if load[ln] > 0 else inf
             lmin[ln] = inf
@@ -224,6 +283,15 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
                 lmin[el[e]] = min(lmin[el[e]], v)
         for ln in range(nl):
             bottleneck[ln] = load[ln] > 0 and share[ln] <= lmin[ln] * tol
+        if rec:
+            t_load[rnd, :] = load
+            t_res[rnd, :] = residual
+            t_lmin[rnd, :] = lmin
+            t_bn[rnd, :] = bottleneck
+            t_nunf[rnd] = alive_n + (linkless if rnd == 0 else 0)
+            for i in range(n):
+                if alive[i]:
+                    t_m[rnd, ff[i]] = m[i]
         # freeze (bottleneck link or ceiling) or set free (unbounded), in flow order
         frozen = False
         for i in range(n):
@@ -246,12 +314,15 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
                     delta[el[e]] += ew[e] * v
             alive[i] = False
             frozen = True
+            alive_n -= 1
+            if rec:
+                rho[f] = rnd
             live_entries -= b - a
             if exact_load:
                 for e in range(a, b):
                     load[el[e]] -= ew[e]
         if not frozen:
-            return rate, False
+            return rate, 1, rnd
         for ln in range(nl):
             residual[ln] -= delta[ln]
             delta[ln] = 0.0
@@ -263,7 +334,14 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
                 if alive[i]:
                     for e in range(fp[i], fp[i + 1]):
                         load[el[e]] += ew[e]
-    return rate, True
+        rnd += 1
+    if rec:  # the final row
+        t_load[rnd, :] = 0.0
+        t_res[rnd, :] = residual
+        t_lmin[rnd, :] = inf
+        t_bn[rnd, :] = False
+        t_nunf[rnd] = 0
+    return rate, 0, rnd
 
 
 def _compact_py(n, ff, fp, m, alive, el, ew):

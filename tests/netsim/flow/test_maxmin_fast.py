@@ -12,6 +12,15 @@ from netsim.flow.maxmin import Incidence, maxmin_rates, maxmin_rates_plain
 numba = pytest.importorskip("numba")
 
 
+@pytest.fixture
+def always_trace(monkeypatch):
+    """Re-run from the trace however slow that is next to the kernel (the default goes back
+    to the kernel after a few slower re-runs: a choice of speed only)."""
+    from netsim.flow import maxmin_fast
+
+    monkeypatch.setattr(maxmin_fast._Trace, "SLOW", 10**9)
+
+
 def _random_case(seed: int):
     rng = np.random.default_rng(seed)
     nf, nl = int(rng.integers(1, 500)), int(rng.integers(1, 80))
@@ -86,7 +95,7 @@ def _sequence(rng, nf: int, steps: int):
 
 
 @pytest.mark.parametrize("seed", range(48))
-def test_reruns_from_the_trace_are_bit_identical(seed):
+def test_reruns_from_the_trace_are_bit_identical(seed, always_trace):
     """Successive allocations on one incidence (the trace path from the second on) give the
     plain loop's rates for every active set: ties, zero and infinite capacities, flows on
     no link, ceilings."""
@@ -95,10 +104,10 @@ def test_reruns_from_the_trace_are_bit_identical(seed):
     for act in _sequence(rng, inc.num_flows, 30):
         fast = maxmin_rates(inc, cap, act, ceiling)
         assert fast.tobytes() == maxmin_rates_plain(inc, cap, act, ceiling).tobytes()
-    assert inc.cache["maxmin_trace"][1] is not None  # the trace was used
+    assert inc.cache["maxmin_trace"]["trace"] is not None  # the trace was used
 
 
-def test_trace_on_lockstep_rings_and_out_of_rows(monkeypatch):
+def test_trace_on_lockstep_rings_and_out_of_rows(monkeypatch, always_trace):
     """Many rounds: a trace of 2 rows runs out, the kernel answers and a bigger one is
     built; the rates stay the plain loop's."""
     from netsim.flow import maxmin_fast
@@ -115,11 +124,27 @@ def test_trace_on_lockstep_rings_and_out_of_rows(monkeypatch):
     for act in _sequence(rng, nf, 12):
         assert maxmin_rates(inc, cap, act).tobytes() == \
             maxmin_rates_plain(inc, cap, act).tobytes()
-        rows.append(inc.cache["maxmin_trace"][2])
+        rows.append(inc.cache["maxmin_trace"]["rows"])
     assert rows[-1] > 2
 
 
-def test_new_capacities_start_a_new_trace():
+def test_new_capacities_start_a_new_trace(always_trace):
     inc, cap, act, _ = _random_case(3)
     for c in (cap, cap * 2, cap * 2, cap):
         assert maxmin_rates(inc, c, act).tobytes() == maxmin_rates_plain(inc, c, act).tobytes()
+
+
+def test_slow_reruns_go_back_to_the_kernel(monkeypatch):
+    """A re-run slower than the kernel three times in a row: the kernel answers from then
+    on, with the same rates."""
+    from netsim.flow import maxmin_fast
+
+    ticks = iter([i * i for i in range(10**4)])  # each timed call longer than the last
+    monkeypatch.setattr(maxmin_fast.time, "thread_time", ticks.__next__)
+    inc, cap, _, _ = _random_case(11)
+    rng = np.random.default_rng(5)
+    seen = []
+    for act in _sequence(rng, inc.num_flows, 10):
+        assert maxmin_rates(inc, cap, act).tobytes() == maxmin_rates_plain(inc, cap, act).tobytes()
+        seen.append(inc.cache["maxmin_trace"]["slow"])
+    assert max(seen) >= maxmin_fast._Trace.SLOW and inc.cache["maxmin_trace"]["trace"] is None
