@@ -677,10 +677,18 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
     return 0, k
 
 
+def _jit(fn, **kwargs):
+    """Compiled, with the machine code cached on disk where numba finds a place for it."""
+    try:
+        return njit(cache=True, **kwargs)(fn)
+    except RuntimeError:  # pragma: no cover - no writable cache location
+        return njit(**kwargs)(fn)
+
+
 if njit is not None:
-    _compact = njit(cache=True, nogil=True)(_compact_py)
-    _fill = njit(cache=True, nogil=True)(_fill_py)
-    _same = njit(cache=True, inline="always")(_same)
-    _resolve = njit(cache=True, nogil=True)(_resolve_py)
+    _compact = _jit(_compact_py, nogil=True)
+    _fill = _jit(_fill_py, nogil=True)
+    _same = _jit(_same, inline="always")
+    _resolve = _jit(_resolve_py, nogil=True)
 else:  # pragma: no cover
     _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py
