@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -298,8 +299,12 @@ def _swap(sob: np.ndarray, bos: np.ndarray, s1: int, s2: int) -> None:
         sob[b2] = s1
 
 
-def _topo_initial(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges) -> np.ndarray:
-    """Pack the heaviest groups whole under one ToR set, else one pod, stage by stage."""
+def _topo_initial(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges,
+                  spread: bool = False) -> np.ndarray:
+    """Pack the heaviest groups whole under one ToR set, else one pod, stage by stage: in
+    the tightest domain that fits (``_best_fit``), or with ``spread`` in the one whose
+    uplinks the background keeps least busy, the most free slots breaking ties, so that
+    successive groups go to different quiet domains (``_quiet_fit``)."""
     unit, n_blocks = lay.unit, lay.n_blocks
     reps = job.dp * job.cp
     per_block_grid = (np.arange(job.world) // unit).reshape(job.pp, reps, -1)[..., 0]
@@ -324,13 +329,17 @@ def _topo_initial(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges) ->
         slot_set = loc.tor[server_first]
     free = np.ones(len(first_gpu), dtype=bool)
     sob = np.full(n_blocks, -1, dtype=np.int64)
+    fit = _best_fit
+    if spread:
+        busy = loc.tor_busy[loc.tor[lay.slot_gpus]].mean(axis=1)
+        fit = partial(_quiet_fit, busy=busy)
     for members in groups:
         blocks = np.concatenate([np.arange(b, b + blocks_per_rank_group) for b in members])
         need = blocks.size
-        chosen = _best_fit(free, slot_set, slot_off, need) \
+        chosen = fit(free, slot_set, slot_off, need) \
             if need <= free.sum() else None
         if chosen is None:
-            chosen = _best_fit(free, slot_pod, slot_off, need)
+            chosen = fit(free, slot_pod, slot_off, need)
         if chosen is None:  # spills over pods: take the largest free pods first
             chosen = _spill(free, slot_pod, need)
         sob[blocks] = chosen
@@ -347,6 +356,23 @@ def _best_fit(free: np.ndarray, domain: np.ndarray, offset: np.ndarray, need: in
             left = cand.size - need
             if left >= 0 and (best_left is None or left < best_left):
                 best, best_left = cand[:need], left
+    return best
+
+
+def _quiet_fit(free: np.ndarray, domain: np.ndarray, offset: np.ndarray, need: int,
+               busy: np.ndarray):
+    """Slots of the domain with ``need`` free slots at one offset whose slots the background
+    keeps least busy (mean uplink utilisation), the most free slots breaking ties."""
+    best, best_key = None, None
+    for d in np.unique(domain[free]):
+        in_d = free & (domain == d)
+        for off in np.unique(offset[in_d]):
+            cand = np.flatnonzero(in_d & (offset == off))
+            if cand.size < need:
+                continue
+            key = (round(float(busy[in_d].mean()), 6), -cand.size)
+            if best_key is None or key < best_key:
+                best, best_key = cand[:need], key
     return best
 
 
@@ -423,6 +449,7 @@ def _topo_candidates(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges,
         quiet = [free[i] for i in np.argsort(loc.server_busy(free), kind="stable")]
         lay_q = _layout(job, traffic, quiet, loc.gpus_per_server)
         starts["quiet-first"] = (lay_q, _topo_initial(job, lay_q, loc, traffic))
+        starts["spread-quiet"] = (lay_q, _topo_initial(job, lay_q, loc, traffic, spread=True))
     cands = {"scheduler-order": lay.gpu_of_rank(np.arange(lay.n_blocks))}
     for name, (ly, sob) in starts.items():
         cands[name] = ly.gpu_of_rank(local_search(ly, loc, sob, rng, iterations))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.flow.maxmin import Incidence
+from netsim.flow.maxmin_fast import drop_trace
 from netsim.flow.sharing import SharingModel
 from topologies.units import PS_PER_S
 
@@ -167,6 +168,7 @@ def run_fluid(p: FluidProblem, model: SharingModel, max_events: int = 1_000_000)
                 _finish_phase(ph, t, p, nxt, release, phase_end, chain_end)
         if events > max_events:
             raise RuntimeError(f"fluid run exceeded {max_events} events")
+    drop_trace(p.inc)  # the solver's record of this run's allocations (memory)
     return FluidResult(done_ps, phase_end, chain_end, first_rate, events)
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
+from netsim.flow.maxmin_fast import maxmin_rates_fast
+
 _RTOL = 1e-9  # ties within this relative tolerance are the same filling level
 
 
@@ -141,6 +143,21 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     np.ndarray[float64]
         Rate of each flow. A flow that crosses no link and has no ceiling gets ``inf``.
     """
+    capacity, unfrozen, ceiling = _checked(inc, capacity, active, max_rate)
+    rate = maxmin_rates_fast(inc, capacity, unfrozen, ceiling, 1 + _RTOL)
+    return _filling(inc, capacity, unfrozen, ceiling) if rate is None else rate
+
+
+def maxmin_rates_plain(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None = None,
+                       max_rate: np.ndarray | None = None) -> np.ndarray:
+    """``maxmin_rates`` by the plain numpy loop, every round over every unfrozen entry (the
+    reference the compiled kernel of ``netsim.flow.maxmin_fast`` is tested against: the
+    same rates, bit for bit)."""
+    return _filling(inc, *_checked(inc, capacity, active, max_rate))
+
+
+def _checked(inc: Incidence, capacity, active, max_rate):
+    """Capacity (checked), the flows taking part (a copy) and the ceilings, as arrays."""
     nf, nl = inc.num_flows, inc.num_links
     capacity = np.asarray(capacity, dtype=np.float64)
     if capacity.shape != (nl,):
@@ -148,8 +165,15 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
     if np.any(capacity < 0):
         raise ValueError("capacity must be non-negative")
     unfrozen = np.ones(nf, bool) if active is None else np.asarray(active, bool).copy()
-    rate = np.zeros(nf)
     ceiling = np.full(nf, np.inf) if max_rate is None else np.asarray(max_rate, np.float64)
+    return capacity, unfrozen, ceiling
+
+
+def _filling(inc: Incidence, capacity: np.ndarray, unfrozen: np.ndarray,
+             ceiling: np.ndarray) -> np.ndarray:
+    """Progressive filling in numpy, every round over every unfrozen entry."""
+    nf, nl = inc.num_flows, inc.num_links
+    rate = np.zeros(nf)
     residual = capacity.copy()
     # the entries of unfrozen flows (flow order); each round drops those of the flows it
     # freezes (the same entries in the same order as masking the full arrays gives, so the

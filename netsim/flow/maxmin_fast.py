@@ -1,0 +1,694 @@
+"""Compiled progressive filling: the rounds of ``maxmin_rates``, bit for bit, in one pass
+per step instead of a dozen numpy temporaries.
+
+``netsim.flow.maxmin.maxmin_rates`` runs each round of its parallel progressive filling as
+numpy operations over every unfrozen entry of the incidence. The kernel here (numba) runs the
+same rounds, with the same operations on the same operands in the same order, so the rates
+are bitwise equal:
+
+* a link's load is the sum of its unfrozen entries' weights in entry (flow) order, as
+  ``np.bincount`` sums the compacted entries. When every weight is a multiple of 1/64 and
+  their total is small (QP counts: ``_exact_sums``), every partial sum is exact in any order,
+  and the kernel keeps the load by subtracting the weights of the flows that freeze;
+* a round's residual decrement of a link is summed over the entries of the flows it froze,
+  in entry order, from 0.0, then subtracted (as ``residual -= np.bincount(...)``);
+* levels and ``link_min`` are minima, which do not depend on the order;
+* the entries of frozen flows are skipped, and dropped once they are a quarter of the
+  array (which entries a round visits changes no value).
+
+``tests/netsim/flow/test_maxmin_fast.py`` compares the two on random incidences (ties,
+zero and infinite capacities, flows crossing no link, ceilings, inactive flows) byte for byte.
+
+numba is optional: without it (or for an incidence whose entries are not sorted by flow)
+``maxmin_rates`` runs the plain loop, with the same results.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+try:  # pragma: no cover - exercised where numba is installed
+    from numba import njit
+except ImportError:  # pragma: no cover
+    njit = None
+
+_KEY = "maxmin_fast"
+
+
+def available() -> bool:
+    """True when the compiled kernel can run (numba is importable)."""
+    return njit is not None
+
+
+def _structure(inc):
+    """Flow-major and link-major views of the entries (cached on the incidence), or None
+    when the entries are not sorted by flow (the plain loop then runs)."""
+    got = inc.cache.get(_KEY)
+    if got is None:
+        ef = np.ascontiguousarray(inc.e_flow, np.int64)
+        if ef.size and np.any(ef[1:] < ef[:-1]):
+            got = (False,)
+        else:
+            f_ptr = np.zeros(inc.num_flows + 1, np.int64)
+            np.cumsum(np.bincount(ef, minlength=inc.num_flows), out=f_ptr[1:])
+            w = np.ascontiguousarray(inc.e_weight, np.float64)
+            got = (True, f_ptr, np.ascontiguousarray(inc.e_link, np.int64), w,
+                   _exact_sums(w))
+        inc.cache[_KEY] = got
+    return got if got[0] else None
+
+
+def _exact_sums(w: np.ndarray) -> bool:
+    """True when every partial sum of the weights is exact in float64, in any order: all
+    are multiples of 1/64 (QP counts, 1/q shares for q a power of two up to 64) and their
+    total is below 2**47. A link's load may then be kept by subtracting the weights of the
+    flows that freeze instead of summed anew: the same number."""
+    scaled = w * 64.0
+    return bool(np.all(scaled == np.floor(scaled)) and scaled.sum() < 2.0 ** 53)
+
+
+def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: np.ndarray,
+                      tol: float) -> np.ndarray | None:
+    """Rates of ``maxmin_rates`` (inputs already checked there), or None when the kernel
+    cannot run this incidence. From the second allocation of an incidence on the same
+    capacities and ceilings on, the rounds are re-run from the last one's trace
+    (``_Trace``), for as long as that is faster than the kernel (the rates are the same
+    either way)."""
+    if njit is None:
+        return None
+    s = _structure(inc)
+    if s is None:
+        return None
+    key = (capacity.tobytes(), ceiling.tobytes())
+    st = inc.cache.get(_Trace.KEY)
+    if st is None or st["key"] != key:  # first allocation on these capacities
+        st = inc.cache[_Trace.KEY] = {"key": key, "trace": None, "rows": _Trace.ROWS,
+                                      "kernel_s": None, "slow": 0}
+    if st["kernel_s"] is not None and st["slow"] < _Trace.SLOW:
+        rate = _Trace.resolve(inc, s, st, unfrozen, ceiling, tol)
+        if rate is not None:
+            return rate
+    t0 = time.thread_time()
+    rate = _kernel(s, capacity, unfrozen, ceiling, tol)
+    st["kernel_s"] = time.thread_time() - t0
+    return rate
+
+
+def _kernel(s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
+    _, f_ptr, e_link, e_weight, exact = s
+    rate, status, _ = _fill(f_ptr, e_link, e_weight, np.ascontiguousarray(capacity, np.float64),
+                            np.ascontiguousarray(unfrozen, np.bool_),
+                            np.ascontiguousarray(ceiling, np.float64), float(tol), exact, False,
+                            *_NO_TRACE)
+    if status:
+        raise RuntimeError("progressive filling made no progress")  # pragma: no cover
+    return rate
+
+
+_NO_TRACE = (np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)),
+             np.zeros((1, 1), np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64))
+
+
+class _Trace:
+    """The last run's rounds on one incidence: per round the state at its start (loads,
+    residuals, levels, link minima, bottleneck flags, unfrozen count), and per flow its
+    freeze round and rate. A re-run (``_resolve``) follows the rounds of the last run,
+    recomputing only what the flows that joined or left can have changed, and comparing each
+    recomputed number with the last run's bit for bit: where they agree the rest of the
+    round is the same computation on the same operands, so it is taken as it was. Every
+    recomputed number is computed as ``maxmin_rates`` computes it (loads and residual
+    decrements summed over the link's entries in entry order, minima), so the rates are the
+    plain loop's, bit for bit. Where a change reaches most of the allocation a re-run costs
+    more than the kernel: after ``SLOW`` such re-runs in a row the incidence goes back to the
+    kernel (a choice of speed only)."""
+
+    ROWS = 64
+    SLOW = 3
+    MAX_BYTES = 256 << 20
+    KEY = "maxmin_trace"
+
+    def __init__(self, inc, capacity, rows: int) -> None:
+        nf, nl = inc.num_flows, inc.num_links
+        self.rows = rows
+        self.act = np.zeros(nf, np.bool_)
+        self.rho = np.full(nf, -1, np.int64)
+        self.rate = np.zeros(nf)
+        self.load = np.zeros((rows + 1, nl))
+        self.res = np.empty((rows + 1, nl))
+        self.res[0] = capacity
+        self.m = np.empty((rows + 1, nf))
+        self.bn = np.zeros((rows + 1, nl), np.bool_)
+        self.lmin = np.full((rows + 1, nl), np.inf)
+        self.nunf = np.zeros(rows + 1, np.int64)
+        self.k = 0
+
+    @staticmethod
+    def nbytes(inc, rows: int) -> int:
+        return (rows + 1) * (25 * inc.num_links + 8 * inc.num_flows)
+
+    @classmethod
+    def resolve(cls, inc, s, st: dict, unfrozen, ceiling, tol):
+        """This allocation's rates from the trace (recorded by the kernel the first time),
+        or None (the trace ran out of rows or memory: the kernel answers)."""
+        tr = st["trace"]
+        if tr is None:
+            return _record(cls, inc, s, st, unfrozen, ceiling, tol)
+        _, f_ptr, e_link, e_weight, _ = s
+        l_ptr, l_flow, l_weight = _by_link(inc)
+        act = np.ascontiguousarray(unfrozen, np.bool_)
+        t0 = time.thread_time()
+        status, k = _resolve(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight,
+                             np.ascontiguousarray(ceiling, np.float64), float(tol), act,
+                             tr.act, tr.rho, tr.rate, tr.load, tr.res, tr.m, tr.lmin, tr.bn,
+                             tr.nunf, tr.k, np.int64(1 << 62))
+        st["slow"] = st["slow"] + 1 if time.thread_time() - t0 > st["kernel_s"] else 0
+        if status != 0:  # the trace is spent: recorded anew, bigger, next time
+            st["trace"] = None
+            st["rows"] *= 2 if status == 2 else 1
+            return None
+        tr.act, tr.k = act.copy(), k
+        if st["slow"] >= cls.SLOW:  # the kernel is faster here: it answers from now on
+            st["trace"] = None
+        return tr.rate.copy()
+
+
+def drop_trace(inc) -> None:
+    """Forget the incidence's trace (its memory: a run of allocations on it is over)."""
+    inc.cache.pop(_Trace.KEY, None)
+
+
+def _record(cls, inc, s, st: dict, unfrozen, ceiling, tol):
+    """Run the kernel writing its rounds into a new trace (more rows until they suffice)."""
+    _, f_ptr, e_link, e_weight, exact = s
+    act = np.ascontiguousarray(unfrozen, np.bool_)
+    capacity = np.frombuffer(st["key"][0], np.float64).copy()
+    while cls.nbytes(inc, st["rows"]) <= cls.MAX_BYTES:
+        tr = cls(inc, capacity, st["rows"])
+        rate, status, k = _fill(f_ptr, e_link, e_weight, capacity, act.copy(),
+                                np.ascontiguousarray(ceiling, np.float64), float(tol), exact,
+                                True, tr.load, tr.res, tr.m, tr.lmin, tr.bn, tr.nunf, tr.rho)
+        if status == 1:
+            raise RuntimeError("progressive filling made no progress")  # pragma: no cover
+        if status == 0:
+            tr.act, tr.k, tr.rate = act.copy(), k, rate
+            st["trace"] = tr
+            return rate.copy()
+        st["rows"] *= 2
+    st["slow"] = cls.SLOW  # too big to keep: the kernel answers
+    return None
+
+
+def _by_link(inc):
+    """Entries in link order (entry order within a link): row pointers, flows, weights."""
+    got = inc.cache.get("maxmin_by_link")
+    if got is None:
+        order = np.argsort(inc.e_link, kind="stable")
+        l_ptr = np.zeros(inc.num_links + 1, np.int64)
+        np.cumsum(np.bincount(inc.e_link, minlength=inc.num_links), out=l_ptr[1:])
+        got = (l_ptr, np.ascontiguousarray(inc.e_flow[order], np.int64),
+               np.ascontiguousarray(inc.e_weight[order], np.float64))
+        inc.cache["maxmin_by_link"] = got
+    return got
+
+
+def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_load, rec,
+             t_load, t_res, t_m, t_lmin, t_bn, t_nunf, rho):
+    """The kernel (compiled by numba below; see the module docstring). With ``rec``, each
+    round's state is written to the trace rows (``_Trace``) and each flow's freeze round to
+    ``rho``. Returns (rates, status, rounds): status 0 done, 1 no progress, 2 out of rows."""
+    nf, nl = len(f_ptr) - 1, len(capacity)
+    inf = np.inf
+    rate = np.zeros(nf)
+    residual = capacity.copy()
+    load = np.zeros(nl)
+    share = np.empty(nl)
+    lmin = np.empty(nl)
+    bottleneck = np.empty(nl, np.bool_)
+    delta = np.zeros(nl)
+    # the unfrozen flows that cross links, with their entries, in flow order
+    ff = np.empty(nf, np.int64)
+    fp = np.empty(nf + 1, np.int64)
+    m = np.empty(nf)
+    alive = np.ones(nf, np.bool_)
+    el = np.empty(len(e_link), np.int64)
+    ew = np.empty(len(e_link))
+    n, k, linkless = 0, 0, 0
+    fp[0] = 0
+    for f in range(nf):
+        if not unfrozen[f]:
+            continue
+        if f_ptr[f + 1] == f_ptr[f]:  # no link: its ceiling, or unbounded (round 1)
+            rate[f] = ceiling[f] if np.isfinite(ceiling[f]) else inf
+            linkless += 1
+            if rec:
+                rho[f] = 0
+                t_m[0, f] = min(inf, ceiling[f])
+            continue
+        for e in range(f_ptr[f], f_ptr[f + 1]):
+            el[k] = e_link[e]
+            ew[k] = e_weight[e]
+            load[e_link[e]] += e_weight[e]
+            k += 1
+        ff[n] = f
+        n += 1
+        fp[n] = k
+    live_entries = k
+    rnd, alive_n = 0, n
+    if rec and live_entries == 0 and linkless > 0:  # one round frees or caps them all
+        if t_load.shape[0] < 3:
+            return rate, 2, 0
+        t_load[0, :] = load
+        t_res[0, :] = residual
+        t_lmin[0, :] = inf
+        t_bn[0, :] = False
+        t_nunf[0] = linkless
+        rnd = 1
+    while live_entries > 0:
+        if rec and rnd + 2 > t_load.shape[0]:
+            return rate, 2, rnd
+        for ln in range(nl):
+            share[ln] = max(residual[ln], 0.0) / load[ln] if load[ln] > 0 else inf
+            lmin[ln] = inf
+        for i in range(n):
+            if not alive[i]:
+                continue
+            v = inf
+            for e in range(fp[i], fp[i + 1]):
+                v = min(v, share[el[e]])
+            v = min(v, ceiling[ff[i]])
+            m[i] = v
+            for e in range(fp[i], fp[i + 1]):
+                lmin[el[e]] = min(lmin[el[e]], v)
+        for ln in range(nl):
+            bottleneck[ln] = load[ln] > 0 and share[ln] <= lmin[ln] * tol
+        if rec:
+            t_load[rnd, :] = load
+            t_res[rnd, :] = residual
+            t_lmin[rnd, :] = lmin
+            t_bn[rnd, :] = bottleneck
+            t_nunf[rnd] = alive_n + (linkless if rnd == 0 else 0)
+            for i in range(n):
+                if alive[i]:
+                    t_m[rnd, ff[i]] = m[i]
+        # freeze (bottleneck link or ceiling) or set free (unbounded), in flow order
+        frozen = False
+        for i in range(n):
+            if not alive[i]:
+                continue
+            f, v, a, b = ff[i], m[i], fp[i], fp[i + 1]
+            if not np.isfinite(v):
+                rate[f] = inf
+            else:
+                hit = np.isfinite(ceiling[f]) and ceiling[f] <= v * tol
+                if not hit:
+                    for e in range(a, b):
+                        if bottleneck[el[e]]:
+                            hit = True
+                            break
+                if not hit:
+                    continue
+                rate[f] = v
+                for e in range(a, b):
+                    delta[el[e]] += ew[e] * v
+            alive[i] = False
+            frozen = True
+            alive_n -= 1
+            if rec:
+                rho[f] = rnd
+            live_entries -= b - a
+            if exact_load:
+                for e in range(a, b):
+                    load[el[e]] -= ew[e]
+        if not frozen:
+            return rate, 1, rnd
+        for ln in range(nl):
+            residual[ln] -= delta[ln]
+            delta[ln] = 0.0
+        if live_entries * 4 < k * 3:  # drop the entries of frozen flows
+            n, k = _compact(n, ff, fp, m, alive, el, ew)
+        if not exact_load:  # the load summed over the live entries in entry order
+            load[:] = 0.0
+            for i in range(n):
+                if alive[i]:
+                    for e in range(fp[i], fp[i + 1]):
+                        load[el[e]] += ew[e]
+        rnd += 1
+    if rec:  # the final row
+        t_load[rnd, :] = 0.0
+        t_res[rnd, :] = residual
+        t_lmin[rnd, :] = inf
+        t_bn[rnd, :] = False
+        t_nunf[rnd] = 0
+    return rate, 0, rnd
+
+
+def _compact_py(n, ff, fp, m, alive, el, ew):
+    """Keep the live flows' entries (in order); return the new flow and entry counts."""
+    n2, k2 = 0, 0
+    for i in range(n):
+        if not alive[i]:
+            continue
+        for e in range(fp[i], fp[i + 1]):
+            el[k2] = el[e]
+            ew[k2] = ew[e]
+            k2 += 1
+        ff[n2] = ff[i]
+        alive[n2] = True
+        n2 += 1
+        fp[n2] = k2
+    return n2, k2
+
+
+
+
+
+# ------------------------------------------------------------------------------ re-solves
+
+def _same(a, b):
+    """Bitwise equality of two floats (0.0 and -0.0 differ; no NaN arises here)."""
+    return a == b and (a != 0.0 or np.signbit(a) == np.signbit(b))
+
+
+def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, act,
+                act0, rho, rate, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, k_old, big):
+    """Re-run the rounds for the active set ``act`` from the trace of the last run (active
+    set ``act0``), recomputing only what differs from it; the trace becomes this run's.
+    Returns (status, rounds): 0 done, 1 no progress, 2 out of trace rows."""
+    nf, nl = len(f_ptr) - 1, len(l_ptr) - 1
+    kcap = t_load.shape[0] - 1
+    inf = np.inf
+    rho0 = rho.copy()
+    final0 = t_res[k_old].copy()
+    ready = k_old + 1  # rows 0..k_old hold the last run; later rows start as its final state
+    # flows whose status (taking part, freeze round) may differ from the last run's
+    sd = np.empty(nf, np.int64)
+    sd_mark = np.zeros(nf, np.bool_)
+    nsd = 0
+    for f in range(nf):
+        if act[f] != act0[f]:
+            sd_mark[f] = True
+            sd[nsd] = f
+            nsd += 1
+            if act[f]:
+                rho[f] = big
+            else:
+                rho[f] = -1
+                rate[f] = 0.0
+    # scratch
+    mark_l = np.full(nl, -1, np.int64)   # link listed as dirty this round
+    mark_db = np.full(nl, -1, np.int64)  # link's bottleneck recomputed this round
+    mark_r = np.full(nl, -1, np.int64)   # link's link_min rescanned this round
+    md = np.empty(nf, np.int64)
+    cur = np.empty(nl)
+    mark_n = np.full(nl, -1, np.int64)   # link listed for the next round
+    mark_f = np.full(nf, -1, np.int64)   # flow's level recomputed this round
+    mark_h = np.full(nf, -1, np.int64)   # flow re-decided this round
+    dl = np.empty(nl, np.int64)
+    ndl_list = np.empty(nl, np.int64)
+    db = np.empty(nl, np.int64)
+    df = np.empty(nf, np.int64)
+    hd = np.empty(nf, np.int64)
+    nload = np.empty(nl)
+    nres = np.empty(nl)
+    nshare = np.empty(nl)
+    nbn = np.empty(nl, np.bool_)
+    newm = np.empty(nf)
+    nxt_load = np.empty(nl)
+    nxt_res = np.empty(nl)
+    # round 0's dirty links: those of the flows that join or leave
+    ndl = 0
+    for i in range(nsd):
+        f = sd[i]
+        for e in range(f_ptr[f], f_ptr[f + 1]):
+            ln = e_link[e]
+            if mark_l[ln] != 0:
+                mark_l[ln] = 0
+                dl[ndl] = ln
+                ndl += 1
+    kept = 0
+    for i in range(ndl):
+        ln = dl[i]
+        s = 0.0
+        for q in range(l_ptr[ln], l_ptr[ln + 1]):
+            if act[l_flow[q]]:
+                s += l_weight[q]
+        if _same(s, t_load[0, ln]):
+            mark_l[ln] = -1
+            continue
+        nload[ln] = s
+        nres[ln] = t_res[0, ln]
+        dl[kept] = ln
+        kept += 1
+    ndl = kept
+    nunf = t_nunf[0]
+    for i in range(nsd):
+        f = sd[i]
+        nunf += (1 if act[f] else 0) - (1 if act0[f] else 0)
+    k = 0
+    while True:
+        if nunf == 0:
+            break
+        if k + 1 >= kcap:
+            return 2, k
+        while ready <= k + 1:  # the last run's state beyond its end
+            t_load[ready, :] = 0.0
+            t_res[ready, :] = final0
+            t_bn[ready, :] = False
+            t_lmin[ready, :] = inf
+            t_nunf[ready] = 0
+            ready += 1
+        old_live = k < k_old
+        # 1. shares of the dirty links
+        for i in range(ndl):
+            ln = dl[i]
+            nshare[ln] = max(nres[ln], 0.0) / nload[ln] if nload[ln] > 0 else inf
+        # 2. levels that may move: unfrozen flows on dirty links, flows whose status differs
+        nd = 0
+        for i in range(ndl):
+            ln = dl[i]
+            for q in range(l_ptr[ln], l_ptr[ln + 1]):
+                f = l_flow[q]
+                if mark_f[f] != k and act[f] and rho[f] >= k:
+                    mark_f[f] = k
+                    df[nd] = f
+                    nd += 1
+        for i in range(nsd):
+            f = sd[i]
+            if mark_f[f] != k and act[f] and rho[f] >= k:
+                mark_f[f] = k
+                df[nd] = f
+                nd += 1
+        ndb = 0
+        nmd = 0  # flows whose level or status moved
+        for i in range(nd):
+            f = df[i]
+            v = inf
+            for e in range(f_ptr[f], f_ptr[f + 1]):
+                ln = e_link[e]
+                if mark_l[ln] == k:
+                    v = min(v, nshare[ln])
+                else:
+                    ld = t_load[k, ln]
+                    v = min(v, max(t_res[k, ln], 0.0) / ld if ld > 0 else inf)
+            v = min(v, ceiling[f])
+            newm[f] = v
+            was = old_live and act0[f] and rho0[f] >= k
+            if not (was and _same(v, t_m[k, f])):
+                md[nmd] = f
+                nmd += 1
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    ln = e_link[e]
+                    if mark_db[ln] != k:
+                        mark_db[ln] = k
+                        db[ndb] = ln
+                        ndb += 1
+        # flows that took part in the last run's round and not in this one's
+        for i in range(nsd):
+            f = sd[i]
+            if old_live and act0[f] and rho0[f] >= k and not (act[f] and rho[f] >= k):
+                md[nmd] = f
+                nmd += 1
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    ln = e_link[e]
+                    if mark_db[ln] != k:
+                        mark_db[ln] = k
+                        db[ndb] = ln
+                        ndb += 1
+        for i in range(ndl):
+            ln = dl[i]
+            if mark_db[ln] != k:
+                mark_db[ln] = k
+                db[ndb] = ln
+                ndb += 1
+        # 3. bottleneck tests of those links. link_min from the last run's, with the moved
+        # flows' new levels; rescanned where a moved flow may have held the minimum
+        for i in range(ndb):
+            cur[db[i]] = t_lmin[k, db[i]]
+        for i in range(nmd):
+            g = md[i]
+            was = old_live and act0[g] and rho0[g] >= k
+            now = act[g] and rho[g] >= k
+            for e in range(f_ptr[g], f_ptr[g + 1]):
+                ln = e_link[e]
+                if was and t_m[k, g] == t_lmin[k, ln]:
+                    mark_r[ln] = k
+                if now:
+                    cur[ln] = min(cur[ln], newm[g])
+        nh = 0
+        for i in range(ndb):
+            ln = db[i]
+            v = cur[ln]
+            if mark_r[ln] == k:
+                v = inf
+                for q in range(l_ptr[ln], l_ptr[ln + 1]):
+                    g = l_flow[q]
+                    if act[g] and rho[g] >= k:
+                        v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
+                cur[ln] = v
+            if mark_l[ln] == k:
+                ld, sh = nload[ln], nshare[ln]
+            else:
+                ld = t_load[k, ln]
+                sh = max(t_res[k, ln], 0.0) / ld if ld > 0 else inf
+            b = ld > 0 and sh <= v * tol
+            nbn[ln] = b
+            if b != t_bn[k, ln]:
+                for q in range(l_ptr[ln], l_ptr[ln + 1]):
+                    g = l_flow[q]
+                    if mark_h[g] != k and act[g] and rho[g] >= k:
+                        mark_h[g] = k
+                        hd[nh] = g
+                        nh += 1
+        for i in range(nd):
+            f = df[i]
+            if mark_h[f] != k:
+                mark_h[f] = k
+                hd[nh] = f
+                nh += 1
+        # 4. decisions of those flows; the others keep the last run's
+        nn = 0
+        for i in range(nh):
+            f = hd[i]
+            v = newm[f] if mark_f[f] == k else t_m[k, f]
+            free = not np.isfinite(v)
+            hit = free or (np.isfinite(ceiling[f]) and ceiling[f] <= v * tol)
+            if not hit:
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    ln = e_link[e]
+                    if mark_db[ln] == k:
+                        if nbn[ln]:
+                            hit = True
+                            break
+                    elif t_bn[k, ln]:
+                        hit = True
+                        break
+            r = inf if free else v
+            if hit:
+                if rho[f] == k and _same(rate[f], r):
+                    continue
+                rho[f] = k
+                rate[f] = r
+            elif rho[f] == k:
+                rho[f] = big
+            else:
+                continue
+            if not sd_mark[f]:
+                sd_mark[f] = True
+                sd[nsd] = f
+                nsd += 1
+            for e in range(f_ptr[f], f_ptr[f + 1]):  # its links' next state may differ
+                ln = e_link[e]
+                if mark_n[ln] != k:
+                    mark_n[ln] = k
+                    ndl_list[nn] = ln
+                    nn += 1
+        # 5. next round's unfrozen count; links of flows whose status then differs
+        nunf_next = t_nunf[k + 1]
+        for i in range(nsd):
+            f = sd[i]
+            a = act[f] and rho[f] >= k + 1
+            b = act0[f] and rho0[f] >= k + 1 and k + 1 < k_old
+            if a != b:
+                nunf_next += (1 if a else 0) - (1 if b else 0)
+                for e in range(f_ptr[f], f_ptr[f + 1]):
+                    ln = e_link[e]
+                    if mark_n[ln] != k:
+                        mark_n[ln] = k
+                        ndl_list[nn] = ln
+                        nn += 1
+        for i in range(ndl):
+            ln = dl[i]
+            if mark_n[ln] != k:
+                mark_n[ln] = k
+                ndl_list[nn] = ln
+                nn += 1
+        if nunf_next == nunf:
+            return 1, k
+        # 6. those links' load and residual at the next round
+        kept = 0
+        for i in range(nn):
+            ln = ndl_list[i]
+            s = 0.0
+            d = 0.0
+            for q in range(l_ptr[ln], l_ptr[ln + 1]):
+                g = l_flow[q]
+                if act[g]:
+                    if rho[g] >= k + 1:
+                        s += l_weight[q]
+                    elif rho[g] == k and np.isfinite(rate[g]):
+                        d += l_weight[q] * rate[g]
+            res = (nres[ln] if mark_l[ln] == k else t_res[k, ln]) - d
+            if _same(s, t_load[k + 1, ln]) and _same(res, t_res[k + 1, ln]):
+                continue
+            nxt_load[ln] = s
+            nxt_res[ln] = res
+            ndl_list[kept] = ln
+            kept += 1
+        # 7. this round's row becomes this run's
+        for i in range(ndl):
+            ln = dl[i]
+            t_load[k, ln] = nload[ln]
+            t_res[k, ln] = nres[ln]
+        for i in range(nd):
+            t_m[k, df[i]] = newm[df[i]]
+        for i in range(ndb):
+            t_bn[k, db[i]] = nbn[db[i]]
+            t_lmin[k, db[i]] = cur[db[i]]
+        t_nunf[k] = nunf
+        for i in range(kept):
+            ln = ndl_list[i]
+            dl[i] = ln
+            mark_l[ln] = k + 1
+            nload[ln] = nxt_load[ln]
+            nres[ln] = nxt_res[ln]
+        ndl = kept
+        nunf = nunf_next
+        k += 1
+    # row k is the final state: no flow left, no bottleneck, no level
+    t_bn[k, :] = False
+    t_lmin[k, :] = inf
+    for i in range(ndl):
+        ln = dl[i]
+        t_load[k, ln] = nload[ln]
+        t_res[k, ln] = nres[ln]
+    t_nunf[k] = 0
+    return 0, k
+
+
+def _jit(fn, **kwargs):
+    """Compiled, with the machine code cached on disk where numba finds a place for it."""
+    try:
+        return njit(cache=True, **kwargs)(fn)
+    except RuntimeError:  # pragma: no cover - no writable cache location
+        return njit(**kwargs)(fn)
+
+
+if njit is not None:
+    _compact = _jit(_compact_py, nogil=True)
+    _fill = _jit(_fill_py, nogil=True)
+    _same = _jit(_same, inline="always")
+    _resolve = _jit(_resolve_py, nogil=True)
+else:  # pragma: no cover
+    _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py
