@@ -371,6 +371,28 @@ def _same(a, b):
     return a == b and (a != 0.0 or np.signbit(a) == np.signbit(b))
 
 
+def _mark_flow_links(f, f_ptr, e_link, mark, k, out, n):
+    """Append each link of flow *f* not yet marked in round *k* to ``out[n:]``; the new n."""
+    for e in range(f_ptr[f], f_ptr[f + 1]):
+        ln = e_link[e]
+        if mark[ln] != k:
+            mark[ln] = k
+            out[n] = ln
+            n += 1
+    return n
+
+
+def _mark_links(links, nlinks, mark, k, out, n):
+    """Append each of ``links[:nlinks]`` not yet marked in round *k* to ``out[n:]``; the new n."""
+    for i in range(nlinks):
+        ln = links[i]
+        if mark[ln] != k:
+            mark[ln] = k
+            out[n] = ln
+            n += 1
+    return n
+
+
 def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, act,
                 act0, rho, rate, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, k_old, big):
     """Re-run the rounds for the active set ``act`` from the trace of the last run (active
@@ -498,30 +520,15 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             if not (was and _same(v, t_m[k, f])):
                 md[nmd] = f
                 nmd += 1
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    ln = e_link[e]
-                    if mark_db[ln] != k:
-                        mark_db[ln] = k
-                        db[ndb] = ln
-                        ndb += 1
+                ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
         # flows that took part in the last run's round and not in this one's
         for i in range(nsd):
             f = sd[i]
             if old_live and act0[f] and rho0[f] >= k and not (act[f] and rho[f] >= k):
                 md[nmd] = f
                 nmd += 1
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    ln = e_link[e]
-                    if mark_db[ln] != k:
-                        mark_db[ln] = k
-                        db[ndb] = ln
-                        ndb += 1
-        for i in range(ndl):
-            ln = dl[i]
-            if mark_db[ln] != k:
-                mark_db[ln] = k
-                db[ndb] = ln
-                ndb += 1
+                ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
+        ndb = _mark_links(dl, ndl, mark_db, k, db, ndb)
         # 3. bottleneck tests of those links. link_min from the last run's, with the moved
         # flows' new levels; rescanned where a moved flow may have held the minimum
         for i in range(ndb):
@@ -598,12 +605,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
                 sd_mark[f] = True
                 sd[nsd] = f
                 nsd += 1
-            for e in range(f_ptr[f], f_ptr[f + 1]):  # its links' next state may differ
-                ln = e_link[e]
-                if mark_n[ln] != k:
-                    mark_n[ln] = k
-                    ndl_list[nn] = ln
-                    nn += 1
+            nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, ndl_list, nn)  # next state may differ
         # 5. next round's unfrozen count; links of flows whose status then differs
         nunf_next = t_nunf[k + 1]
         for i in range(nsd):
@@ -612,18 +614,8 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             b = act0[f] and rho0[f] >= k + 1 and k + 1 < k_old
             if a != b:
                 nunf_next += (1 if a else 0) - (1 if b else 0)
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    ln = e_link[e]
-                    if mark_n[ln] != k:
-                        mark_n[ln] = k
-                        ndl_list[nn] = ln
-                        nn += 1
-        for i in range(ndl):
-            ln = dl[i]
-            if mark_n[ln] != k:
-                mark_n[ln] = k
-                ndl_list[nn] = ln
-                nn += 1
+                nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, ndl_list, nn)
+        nn = _mark_links(dl, ndl, mark_n, k, ndl_list, nn)
         if nunf_next == nunf:
             return 1, k
         # 6. those links' load and residual at the next round
@@ -689,6 +681,8 @@ if njit is not None:
     _compact = _jit(_compact_py, nogil=True)
     _fill = _jit(_fill_py, nogil=True)
     _same = _jit(_same, inline="always")
+    _mark_flow_links = _jit(_mark_flow_links, inline="always")
+    _mark_links = _jit(_mark_links, inline="always")
     _resolve = _jit(_resolve_py, nogil=True)
 else:  # pragma: no cover
     _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py
