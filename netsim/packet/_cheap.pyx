@@ -16,6 +16,8 @@ unique (every entry has its own eid), so any correct priority queue pops them in
 """
 
 from heapq import heappop
+
+from netsim.packet.simpy_event import fire as fire_simpy
 from libc.stdlib cimport free, malloc, realloc
 
 cdef long long _LO_LIMIT = 1LL << 40
@@ -159,12 +161,7 @@ def run_loop(CHeap hq, list q, env, long long until_ps):
             hq.events += 1
             env._now = item[0]
             if len(item) == 4:  # a genuine simpy event (process, timeout) sharing the heap
-                ev = item[3]
-                callbacks, ev.callbacks = ev.callbacks, None
-                for cb in callbacks:
-                    cb(ev)
-                if not ev._ok and not hasattr(ev, "_defused"):
-                    raise ev._value from None
+                fire_simpy(item[3])
                 continue
             t, _e, fn, a, b = item
             fn(t, a, b)

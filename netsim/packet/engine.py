@@ -42,6 +42,7 @@ except ImportError:  # plain Python without Cython installed: annotations are ne
     COMPILED = False
 
 from netsim.packet.qp import CNP, DATA, Pkt, RcTransport, nic_path
+from netsim.packet.simpy_event import fire as fire_simpy
 
 if COMPILED:  # the compiled build's own event heap for the hot path (netsim/packet/_cheap.pyx)
     from netsim.packet import _cheap
@@ -254,12 +255,7 @@ class PacketSim(RcTransport):
                         break
                     env._now = t
                     n += 1
-                    ev = item[3]
-                    callbacks, ev.callbacks = ev.callbacks, None
-                    for cb in callbacks:
-                        cb(ev)
-                    if not ev._ok and not hasattr(ev, "_defused"):
-                        raise ev._value from None
+                    fire_simpy(item[3])
                     continue
                 if t > until_ps:
                     heappush(q, item)
