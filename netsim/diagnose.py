@@ -57,6 +57,14 @@ STRAGGLER_SLOWDOWN = 1.12
 the 2-core host of ``experiments/diagnose`` (seeds 1-2, the runs this was set on) the clean
 ranks' least-disturbed work reaches x1.09 of their peers' in clean runs (x1.16 once, in a run
 with a slow link elsewhere), injected x1.2 stragglers measure x1.13 to x1.28."""
+SHARED_HOST_FRACTION = 0.1
+"""A host is shared when processes outside the run kept at least this fraction of its cores
+busy during the traced steps (the trainer's ``host`` records: the host's busy cores minus
+the run's own CPU time, ``netsim.traces.hosts_from_records``)."""
+SHARED_HOST_SLOWDOWN = 1.2
+"""On a shared host, stragglers named below this slowdown carry a caution: on the 2-core
+host of ``experiments/diagnose``, with other processes busy on 20-70% of its cores, ranks
+nothing was injected into measured up to x1.16 over a whole run (`docs/diagnose.md`)."""
 LINK_SLOWDOWN = 2.0
 """A group this much slower than the other groups of its family is named (a 400G port
 trained down to 200G doubles its transfers' time)."""
@@ -88,6 +96,8 @@ class Straggler:
     slowdown: float
     confidence: float
     role: str = ""
+    host_shared: bool = False
+    """The rank's host was shared with other processes (``SHARED_HOST_FRACTION``)."""
 
 
 @dataclass
@@ -112,11 +122,14 @@ class Diagnosis:
     dp_skew: dict[str, Any] = field(default_factory=dict)
     whatif: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    host_sharing: list[dict[str, Any]] = field(default_factory=list)
+    """Per host: cores, the cores the run used, the cores other processes kept busy, shared."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "stragglers": [{"rank": s.rank, "host": s.host, "slowdown": s.slowdown,
-                            "confidence": s.confidence, "role": s.role}
+                            "confidence": s.confidence, "role": s.role,
+                            "host_shared": s.host_shared}
                            for s in self.stragglers],
             "slow_links": [{"ranks": sl.ranks, "slowdown": sl.slowdown,
                             "confidence": sl.confidence, "family": sl.family,
@@ -129,6 +142,7 @@ class Diagnosis:
                           "comm_s": self.times.comm_s[i].tolist()}
                          for i, (r, h) in enumerate(zip(self.ranks, self.hosts, strict=True))],
             "steps": self.times.steps,
+            "host_sharing": self.host_sharing,
             "notes": self.notes,
         }
 
@@ -222,6 +236,24 @@ def noise_sigma(values: np.ndarray) -> float:
 
 def outliers(values: np.ndarray, threshold: float, leave_one_out: bool = False,
              persist: float = 0.0) -> list[tuple[int, float, float]]:
+    """Rows of ``values`` (members x steps, > 0) slower than the other rows
+    (``_outliers_once``), peeled: the rows found are set aside and the rest tested again, so a
+    second straggler of a role, never the slowest while the first is there, is found too.
+    Returns (row, slowdown, confidence) for each, in the order found."""
+    rows = list(range(values.shape[0]))
+    out: list[tuple[int, float, float]] = []
+    while len(rows) >= MIN_PEERS:
+        found = _outliers_once(values[rows], threshold, leave_one_out, persist)
+        if not found:
+            break
+        out += [(rows[i], slow, conf) for i, slow, conf in found]
+        named = {i for i, _, _ in found}
+        rows = [r for k, r in enumerate(rows) if k not in named]
+    return out
+
+
+def _outliers_once(values: np.ndarray, threshold: float, leave_one_out: bool = False,
+                   persist: float = 0.0) -> list[tuple[int, float, float]]:
     """Rows of ``values`` (members x steps, > 0) slower than the other rows.
 
     A row's ratio of a step is its value over the median of the other rows; its slowdown is
@@ -514,6 +546,7 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
                            "a slow group: attributed to the link")
         else:
             d.stragglers.append(s)
+    _flag_shared_hosts(run, d)
     d.dp_skew = last_dp_skew(run, skip)
     alone = [s for s, idx in _stages(run).items() if len(idx) == 1]
     if alone:
@@ -524,6 +557,37 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
         d.notes.append(f"only {len(times.steps)} steps after the warm-up: confidence is low; "
                        "trace at least 5 steps")
     return d
+
+
+def host_sharing(run: TraceRun) -> list[dict[str, Any]]:
+    """Per host with ``host`` records: its cores, the cores the run used, the cores other
+    processes kept busy and whether that makes it shared (``SHARED_HOST_FRACTION``)."""
+    from netsim.traces import hosts_from_records
+
+    out = []
+    for h in hosts_from_records(run.ranks):
+        cores = h.get("host_cores")
+        out.append({"host": h["host"], "host_cores": cores, "ranks": h["ranks"],
+                    "run_cores": round(h["trainer_cores"], 3),
+                    "other_cores": round(h["other_cores"], 3),
+                    "shared": bool(cores) and h["other_cores"] >= SHARED_HOST_FRACTION * cores})
+    return out
+
+
+def _flag_shared_hosts(run: TraceRun, d: Diagnosis) -> None:
+    """Fill ``d.host_sharing``; flag the stragglers on shared hosts and say why in a note."""
+    d.host_sharing = host_sharing(run)
+    shared = {h["host"]: h for h in d.host_sharing if h["shared"]}
+    for h in shared.values():
+        d.notes.append(f"host {h['host']} was shared: other processes kept "
+                       f"{h['other_cores']:.2f} of its {h['host_cores']:g} cores busy (the run "
+                       f"used {h['run_cores']:.2f}); they slow some ranks more than others")
+    for s in d.stragglers:
+        s.host_shared = s.host in shared
+        if s.host_shared and s.slowdown < SHARED_HOST_SLOWDOWN:
+            d.notes.append(f"rank {s.rank} (x{s.slowdown:.2f}) is on a shared host and below "
+                           f"x{SHARED_HOST_SLOWDOWN:g}: other processes alone have made ranks "
+                           "that much slower for a whole run; rerun on an idle host to confirm")
 
 
 def plot_heatmap(d: Diagnosis, path) -> None:

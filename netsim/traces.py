@@ -131,15 +131,20 @@ def host_from_records(ranks: list[RankTrace]) -> dict[str, Any]:
 
     ``other_cores`` is the host's busy cores minus the cores the run's ranks used (their CPU
     time over the window, summed), ``available_cores`` the host's cores minus that; ranks on
-    several hosts: the busiest host's figures. Empty when the ranks wrote no host records.
+    several hosts: the busiest host's figures (``hosts_from_records`` gives every host's).
+    Empty when the ranks wrote no host records.
     """
+    rows = hosts_from_records(ranks)
+    return max(rows, key=lambda row: row["ranks"]) if rows else {}
+
+
+def hosts_from_records(ranks: list[RankTrace]) -> list[dict[str, Any]]:
+    """Per host (in order of first appearance), the ``host_from_records`` fields."""
     by_host: dict[str, list[dict]] = {}
     for r in ranks:
         if r.host_record is not None:
             by_host.setdefault(str(r.meta.get("host", "?")), []).append(r.host_record)
-    if not by_host:
-        return {}
-    out: dict[str, Any] = {}
+    out = []
     for name, recs in by_host.items():
         cores = float(recs[0].get("host_cores") or 0) or None
         used = sum(x["cpu_s"] / x["wall_s"] for x in recs if x.get("wall_s"))
@@ -150,8 +155,7 @@ def host_from_records(ranks: list[RankTrace]) -> dict[str, Any]:
                "trainer_cores": used, "other_cores": other, "source": "trace host records"}
         if cores is not None:
             row["available_cores"] = max(cores - other, 0.1)
-        if not out or row["ranks"] > out["ranks"]:
-            out = row
+        out.append(row)
     return out
 
 

@@ -106,13 +106,29 @@ def scenarios(full: bool, seeds: tuple[int, ...] | None = None) -> list[Scenario
     return out
 
 
-def run_trainer(sc: Scenario, d: Path, timeout_s: float = 900) -> Path:
-    """One 8-rank CPU trainer run (torchrun) with its traces in ``d``."""
+BACKGROUND_JOB = ("import numpy as np\n"
+                  "a = np.random.default_rng(0).random(1 << 20)\n"
+                  "while True:\n"
+                  "    a = np.sort(a)[::-1].copy()\n")
+"""One co-tenant of ``--background``: sorts an 8 MB array over and over (CPU, cache and
+memory traffic, as another job's simulation on the same host would)."""
+
+
+def run_trainer(sc: Scenario, d: Path, timeout_s: float = 900, background: int = 0) -> Path:
+    """One 8-rank CPU trainer run (torchrun) with its traces in ``d``, beside ``background``
+    co-tenant processes (``BACKGROUND_JOB``) started before it and stopped after it."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
            "8", "-m", "trainer", *MODEL_ARGS, "--backend", "gloo", "--device", "cpu",
            "--trace-dir", str(d), *sc.trainer_args()]
     env = dict(os.environ, OMP_NUM_THREADS="1", TRAINER_THREADS="1")
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    others = [subprocess.Popen([sys.executable, "-c", BACKGROUND_JOB], env=env)
+              for _ in range(background)]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
     if proc.returncode:
         raise RuntimeError(f"trainer {sc.name} failed:\n{proc.stderr[-2000:]}")
     return d
@@ -124,6 +140,7 @@ def judge(sc: Scenario, d: Path) -> dict:
     diag = diagnose(run)
     want_s, want_l = sc.expected()
     loads = [r.host_record.get("loadavg_1m") for r in run.ranks if r.host_record]
+    other = [h["other_cores"] for h in diag.host_sharing]
     got_s = [s.rank for s in diag.stragglers]
     got_l = [sorted(sl.ranks) if sc.tp > 1 else sl.ranks for sl in diag.slow_links]
     return {"scenario": sc.name, "layout": f"tp{sc.tp}-pp{sc.pp}-dp{sc.dp}", "seed": sc.seed,
@@ -134,7 +151,8 @@ def judge(sc: Scenario, d: Path) -> dict:
             "link_slowdowns": [round(sl.slowdown, 3) for sl in diag.slow_links],
             "correct": got_s == want_s and got_l == want_l,
             "load_1m": round(max(x for x in loads if x is not None), 1)
-            if any(x is not None for x in loads) else None}
+            if any(x is not None for x in loads) else None,
+            "other_cores": round(max(other), 2) if other else None}
 
 
 def markdown(rows: list[dict]) -> str:
@@ -150,10 +168,13 @@ def markdown(rows: list[dict]) -> str:
                                  strict=True)]
         return ", ".join(out) or ("nobody" if named else "nothing")
 
-    lines = ["| layout | seed | injected | named | exactly right |", "|---|---|---|---|---|"]
+    lines = ["| layout | seed | other cores | injected | named | exactly right |",
+             "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['layout']} | {r['seed']} | {what(r, False)} | {what(r, True)} | "
-                     f"{'yes' if r['correct'] else 'no'} |")
+        other = r.get("other_cores")
+        lines.append(f"| {r['layout']} | {r['seed']} | {'?' if other is None else other} | "
+                     f"{what(r, False)} | {what(r, True)} | "
+                     f"{'yes' if r['correct'] in (True, 'True') else 'no'} |")
     return "\n".join(lines)
 
 
@@ -182,9 +203,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--out", default="/tmp/diagnose-sweep", help="output directory")
     ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
     ap.add_argument("--seeds", help="comma list of seeds (default 1; 1,2,3 with --full)")
+    ap.add_argument("--background", type=int, default=0, metavar="N",
+                    help="run N co-tenant processes on the host beside each run (a shared "
+                         "host, reproducibly; default 0)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--markdown", action="store_true", help="print the result table")
     args = ap.parse_args(argv)
+    if args.background < 0:
+        ap.error(f"--background must be 0 or more processes, got {args.background}")
     out = Path(args.out)
     rows = []
     seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else None
@@ -192,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         d = out / sc.name
         if not (args.reuse and (d / "summary.json").exists()):
             t0 = time.perf_counter()
-            run_trainer(sc, d)
+            run_trainer(sc, d, background=args.background)
             print(f"ran {sc.name} in {time.perf_counter() - t0:.0f} s, load "
                   f"{os.getloadavg()[0]:.1f}", file=sys.stderr)
         rows.append(judge(sc, d))

@@ -29,10 +29,11 @@ def test_markdown_table():
     row = {"layout": "tp1-pp2-dp4", "seed": 2, "factor": 1.0, "delay_us": 5000,
            "injected_stragglers": [], "named_stragglers": [5], "slowdowns": [1.18],
            "injected_links": [[6, 2]], "named_links": [[6, 2]], "link_slowdowns": [74.1],
-           "correct": False}
-    lines = markdown([row]).splitlines()
-    assert lines[2] == ("| tp1-pp2-dp4 | 2 | link [6, 2] +5 ms | rank 5 x1.18, link [6, 2] "
-                        "x74.1 | no |")
+           "correct": False, "other_cores": 0.64}
+    lines = markdown([row, dict(row, other_cores=None, correct="True")]).splitlines()
+    assert lines[2] == ("| tp1-pp2-dp4 | 2 | 0.64 | link [6, 2] +5 ms | rank 5 x1.18, link "
+                        "[6, 2] x74.1 | no |")
+    assert lines[3].startswith("| tp1-pp2-dp4 | 2 | ? |") and lines[3].endswith("| yes |")
 
 
 def test_summary_counts_each_class():

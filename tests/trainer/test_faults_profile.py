@@ -141,6 +141,9 @@ def test_diagnose_cli_json_contract(straggler_run, capsys, tmp_path):
     assert len(out["whatif"]) == 2 and all(w["mfu_after"] > w["mfu_before"]
                                            for w in out["whatif"])
     assert {"action", "mfu_before", "mfu_after"} <= set(out["whatif"][0])
+    assert isinstance(out["stragglers"][0]["host_shared"], bool)
+    [host] = out["host_sharing"]  # the trainer's host records: one host
+    assert host["ranks"] == 8 and host["run_cores"] > 0 and isinstance(host["shared"], bool)
     assert (tmp_path / "heatmap.png").exists()
 
 

@@ -63,8 +63,9 @@ def _print_human(d, plot: str | None) -> None:
             for i, (r, h) in enumerate(zip(d.ranks, d.hosts, strict=True))]
     print(f"steps {d.times.steps[0]}..{d.times.steps[-1]}: mean per step")
     print(format_table(["rank (host)", "compute_s", "comm_s"], rows, floatfmt=".4g"))
-    print("stragglers: " + (", ".join(f"rank {s.rank} ({s.host}) x{s.slowdown:.2f} "
-                                     f"confidence {s.confidence:.2f}" for s in d.stragglers)
+    print("stragglers: " + (", ".join(f"rank {s.rank} ({s.host}"
+                                     f"{', shared' if s.host_shared else ''}) x{s.slowdown:.2f}"
+                                     f" confidence {s.confidence:.2f}" for s in d.stragglers)
                            or "none"))
     print("slow links: " + (", ".join(f"{sl.ranks} x{sl.slowdown:.2f} ({sl.family})"
                                      for sl in d.slow_links) or "none"))

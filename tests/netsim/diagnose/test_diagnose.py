@@ -307,3 +307,39 @@ def test_slow_link_is_seen_through_late_members(tmp_path):
         (d / f"trace-rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in recs) + "\n")
     out = diagnose(read_trace_dir(d))
     assert [sl.ranks for sl in out.slow_links] == [[4, 5]] and out.stragglers == []
+
+
+def _add_host_records(d: Path, busy_cores: dict[str, float], world: int = 8) -> None:
+    """Each rank's ``host`` record: 4-core hosts h0 (ranks 0-3) and h1, each rank busy half a
+    core over a 1 s window, the host's busy cores as given."""
+    for r in range(world):
+        host = f"h{r // 4}"
+        rec = {"type": "host", "host_cores": 4, "ranks_per_host": 4, "wall_s": 1.0,
+               "cpu_s": 0.5, "host_busy_cores": busy_cores[host], "loadavg_1m": 3.0}
+        with open(d / f"trace-rank{r}.jsonl", "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def test_stragglers_on_a_shared_host_carry_a_caution(tmp_path):
+    d = write_run(tmp_path, slow={3: 1.18, 6: 1.5})
+    _add_host_records(d, {"h0": 3.0, "h1": 2.05})  # h0: 1 other core busy of 4; h1: idle
+    diag = diagnose(read_trace_dir(d))
+    sharing = {h["host"]: h for h in diag.host_sharing}
+    assert sharing["h0"]["shared"] and sharing["h0"]["other_cores"] == pytest.approx(1.0)
+    assert not sharing["h1"]["shared"] and sharing["h1"]["run_cores"] == pytest.approx(2.0)
+    flags = {s.rank: s.host_shared for s in diag.stragglers}
+    assert flags == {3: True, 6: False}
+    assert any("host h0 was shared" in n for n in diag.notes)
+    assert any(n.startswith("rank 3 (x1.1") and "shared host" in n for n in diag.notes)
+    assert not any(n.startswith("rank 6") for n in diag.notes)
+    out = diag.to_json()
+    assert [s["host_shared"] for s in out["stragglers"]] == [False, True]  # largest first
+    assert [h["shared"] for h in out["host_sharing"]] == [True, False]
+
+
+def test_idle_hosts_add_no_caution(tmp_path):
+    d = write_run(tmp_path, slow={3: 1.18})
+    _add_host_records(d, {"h0": 2.1, "h1": 2.0})
+    diag = diagnose(read_trace_dir(d))
+    assert [s.rank for s in diag.stragglers] == [3] and not diag.stragglers[0].host_shared
+    assert not any("shared" in n for n in diag.notes)
