@@ -73,6 +73,14 @@ def test_straggler_is_named_alone(tmp_path, rank, factor):
     assert d.slow_links == []  # its tp partner waits, but the group's last arrival does not
 
 
+def test_two_stragglers_of_one_role_are_both_named(tmp_path):
+    """The lesser one is never the slowest of the role while the other is there: it is found
+    once the first is set aside (``outliers`` peels)."""
+    d = diagnose(read_trace_dir(write_run(tmp_path, slow={3: 1.25, 6: 1.5})))
+    assert [s.rank for s in d.stragglers] == [6, 3]
+    assert [s.slowdown for s in d.stragglers] == pytest.approx([1.5, 1.25], rel=0.1)
+
+
 def test_slow_link_is_named_alone(tmp_path):
     d = diagnose(read_trace_dir(write_run(tmp_path, link=(4, 5))))
     assert [sl.ranks for sl in d.slow_links] == [[4, 5]] and d.stragglers == []
