@@ -235,7 +235,8 @@ def noise_sigma(values: np.ndarray) -> float:
 
 
 def outliers(values: np.ndarray, threshold: float, leave_one_out: bool = False,
-             persist: float = 0.0) -> list[tuple[int, float, float]]:
+             persist: float = 0.0, every_step: bool = False
+             ) -> list[tuple[int, float, float]]:
     """Rows of ``values`` (members x steps, > 0) slower than the other rows
     (``_outliers_once``), peeled: the rows found are set aside and the rest tested again, so a
     second straggler of a role, never the slowest while the first is there, is found too.
@@ -243,7 +244,7 @@ def outliers(values: np.ndarray, threshold: float, leave_one_out: bool = False,
     rows = list(range(values.shape[0]))
     out: list[tuple[int, float, float]] = []
     while len(rows) >= MIN_PEERS:
-        found = _outliers_once(values[rows], threshold, leave_one_out, persist)
+        found = _outliers_once(values[rows], threshold, leave_one_out, persist, every_step)
         if not found:
             break
         out += [(rows[i], slow, conf) for i, slow, conf in found]
@@ -253,7 +254,8 @@ def outliers(values: np.ndarray, threshold: float, leave_one_out: bool = False,
 
 
 def _outliers_once(values: np.ndarray, threshold: float, leave_one_out: bool = False,
-                   persist: float = 0.0) -> list[tuple[int, float, float]]:
+                   persist: float = 0.0, every_step: bool = False
+                   ) -> list[tuple[int, float, float]]:
     """Rows of ``values`` (members x steps, > 0) slower than the other rows.
 
     A row's ratio of a step is its value over the median of the other rows; its slowdown is
@@ -266,7 +268,13 @@ def _outliers_once(values: np.ndarray, threshold: float, leave_one_out: bool = F
     ``MIN_CONFIDENCE``. ``leave_one_out``: the noise of a row's test is that of the other
     rows (when the rows are few, one slow row would widen the pooled spread). ``persist``:
     the fraction of steps in which the row's ratio must reach the threshold (a slow link
-    slows every transfer; a stalled process comes and goes).
+    slows every transfer; a stalled process comes and goes). ``every_step``: the confidence
+    is also the sign test's (``sign_confidence``) of the steps in which the row reached the
+    threshold: an ordinary row is above the median of the others in a step with a chance of
+    at most one half, however heavy the others' stalls, so a row that is ``threshold`` x
+    slower in (nearly) every step is named even when a stall elsewhere outranks it now and
+    then; the larger of the two confidences is taken (a false alarm at most twice as likely
+    as either test's).
     """
     rows, n = values.shape
     out = []
@@ -288,6 +296,8 @@ def _outliers_once(values: np.ndarray, threshold: float, leave_one_out: bool = F
             continue
         k = int(np.sum((top[ok] == i) & (ratio >= 1.0 + (threshold - 1.0) / 2)))
         conf = max_confidence(k, int(ok.sum()), rows)
+        if every_step:
+            conf = max(conf, sign_confidence(int(np.sum(ratio >= threshold)), int(ok.sum())))
         if conf >= MIN_CONFIDENCE:
             out.append((i, slow, conf))
     return out
@@ -476,7 +486,7 @@ def find_slow_links(run: TraceRun, skip: int = 1,
         keep = ~np.isnan(values).any(axis=0)
         v = values[:, keep]
         for row, slow, conf in outliers(v, threshold, leave_one_out=True,
-                                        persist=LINK_PERSIST):
+                                        persist=LINK_PERSIST, every_step=True):
             excess = float(np.median(v[row] - np.median(np.delete(v, row, axis=0), axis=0)))
             out.append(SlowLink(ranks=list(names[row]), slowdown=slow, confidence=conf,
                                 family=f"{kind} {op} {size} B", excess_s=excess))
