@@ -81,6 +81,32 @@ def test_two_stragglers_of_one_role_are_both_named(tmp_path):
     assert [s.slowdown for s in d.stragglers] == pytest.approx([1.5, 1.25], rel=0.1)
 
 
+def _transfer_times(slow_row: int | None, slow_steps: int = 9) -> np.ndarray:
+    """4 groups x 9 steps of one transfer each: 0.1 ms, groups 0, 2 and 3 stalled 15-17 ms
+    in 7 of the 9 steps between them; ``slow_row`` 5 ms more in its first ``slow_steps``
+    steps (the largest only in the other 2)."""
+    v = np.full((4, 9), 1e-4)
+    stalls = {0: (0, 4), 2: (1, 6, 8), 3: (3, 7)}
+    for row, steps in stalls.items():
+        v[row, list(steps)] = 0.015 + 0.001 * np.arange(len(steps))
+    if slow_row is not None:
+        v[slow_row, :slow_steps] += 0.005
+    return v
+
+
+def test_a_link_slow_in_every_step_is_found_through_other_groups_stalls():
+    v = _transfer_times(1)
+    assert outliers(v, 2.0, leave_one_out=True, persist=0.75) == []  # largest in 2 of 9
+    [(row, slow, conf)] = outliers(v, 2.0, leave_one_out=True, persist=0.75, every_step=True)
+    assert row == 1 and slow > 20 and conf == pytest.approx(1 - 0.5**9)
+    # slower in 7 of 9 steps: the sign test gives 0.91 (< 0.99), and sporadic stalls alone
+    # name nobody
+    assert outliers(_transfer_times(1, 7), 2.0, leave_one_out=True, persist=0.75,
+                    every_step=True) == []
+    assert outliers(_transfer_times(None), 2.0, leave_one_out=True, persist=0.75,
+                    every_step=True) == []
+
+
 def test_slow_link_is_named_alone(tmp_path):
     d = diagnose(read_trace_dir(write_run(tmp_path, link=(4, 5))))
     assert [sl.ranks for sl in d.slow_links] == [[4, 5]] and d.stragglers == []
