@@ -3,13 +3,14 @@ runs? The CPU trainer (8 gloo ranks on this host) runs each layout clean, with o
 (``--inject-slow-rank``) and with one slow link (``--inject-slow-link``), for several seeds;
 every run's traces are diagnosed and compared with what was injected.
 
-    python -m experiments.diagnose.run [--full] [-o DIR] [--json]
+    python -m experiments.diagnose.run [--full] [-o DIR] [--background N] [--json]
 
 Default: 5 layouts (``LAYOUTS``) x 1 seed x (clean, straggler x1.5, link 5 ms where the
 layout has one), 10 steps (about 10 minutes on 2 busy cores). ``--full``: 3 seeds (``--seeds``
 to choose) and the straggler at x1.2, the smallest slowdown the issue asks to find (plus x1.5
 on the layout whose stages have two ranks). Writes ``DIR/results.csv``. The
-seed moves the weights, the data and which rank or link is faulty.
+seed moves the weights, the data and which rank or link is faulty. ``--background N`` runs N
+co-tenant processes beside every run: a shared host, reproducibly.
 """
 
 from __future__ import annotations
