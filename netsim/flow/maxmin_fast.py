@@ -382,13 +382,26 @@ def _mark_flow_links(f, f_ptr, e_link, mark, k, out, n):
     return n
 
 
-def _mark_links(links, nlinks, mark, k, out, n):
-    """Append each of ``links[:nlinks]`` not yet marked in round *k* to ``out[n:]``; the new n."""
-    for i in range(nlinks):
-        ln = links[i]
-        if mark[ln] != k:
-            mark[ln] = k
-            out[n] = ln
+def _mark_each(items, nitems, mark, k, out, n):
+    """Append each of ``items[:nitems]`` (links or flows) not yet marked in round *k* to
+    ``out[n:]``; the new n."""
+    for i in range(nitems):
+        x = items[i]
+        if mark[x] != k:
+            mark[x] = k
+            out[n] = x
+            n += 1
+    return n
+
+
+def _mark_link_flows(ln, l_ptr, l_flow, act, rho, mark, k, out, n):
+    """Append each flow of link *ln* that is active in round *k* (``act`` and ``rho >= k``)
+    and not yet marked in it to ``out[n:]``; the new n."""
+    for q in range(l_ptr[ln], l_ptr[ln + 1]):
+        g = l_flow[q]
+        if mark[g] != k and act[g] and rho[g] >= k:
+            mark[g] = k
+            out[n] = g
             n += 1
     return n
 
@@ -489,13 +502,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
         # 2. levels that may move: unfrozen flows on dirty links, flows whose status differs
         nd = 0
         for i in range(ndl):
-            ln = dl[i]
-            for q in range(l_ptr[ln], l_ptr[ln + 1]):
-                f = l_flow[q]
-                if mark_f[f] != k and act[f] and rho[f] >= k:
-                    mark_f[f] = k
-                    df[nd] = f
-                    nd += 1
+            nd = _mark_link_flows(dl[i], l_ptr, l_flow, act, rho, mark_f, k, df, nd)
         for i in range(nsd):
             f = sd[i]
             if mark_f[f] != k and act[f] and rho[f] >= k:
@@ -528,7 +535,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
                 md[nmd] = f
                 nmd += 1
                 ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
-        ndb = _mark_links(dl, ndl, mark_db, k, db, ndb)
+        ndb = _mark_each(dl, ndl, mark_db, k, db, ndb)
         # 3. bottleneck tests of those links. link_min from the last run's, with the moved
         # flows' new levels; rescanned where a moved flow may have held the minimum
         for i in range(ndb):
@@ -562,18 +569,8 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             b = ld > 0 and sh <= v * tol
             nbn[ln] = b
             if b != t_bn[k, ln]:
-                for q in range(l_ptr[ln], l_ptr[ln + 1]):
-                    g = l_flow[q]
-                    if mark_h[g] != k and act[g] and rho[g] >= k:
-                        mark_h[g] = k
-                        hd[nh] = g
-                        nh += 1
-        for i in range(nd):
-            f = df[i]
-            if mark_h[f] != k:
-                mark_h[f] = k
-                hd[nh] = f
-                nh += 1
+                nh = _mark_link_flows(ln, l_ptr, l_flow, act, rho, mark_h, k, hd, nh)
+        nh = _mark_each(df, nd, mark_h, k, hd, nh)
         # 4. decisions of those flows; the others keep the last run's
         nn = 0
         for i in range(nh):
@@ -615,7 +612,7 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             if a != b:
                 nunf_next += (1 if a else 0) - (1 if b else 0)
                 nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, ndl_list, nn)
-        nn = _mark_links(dl, ndl, mark_n, k, ndl_list, nn)
+        nn = _mark_each(dl, ndl, mark_n, k, ndl_list, nn)
         if nunf_next == nunf:
             return 1, k
         # 6. those links' load and residual at the next round
@@ -682,7 +679,8 @@ if njit is not None:
     _fill = _jit(_fill_py, nogil=True)
     _same = _jit(_same, inline="always")
     _mark_flow_links = _jit(_mark_flow_links, inline="always")
-    _mark_links = _jit(_mark_links, inline="always")
+    _mark_each = _jit(_mark_each, inline="always")
+    _mark_link_flows = _jit(_mark_link_flows, inline="always")
     _resolve = _jit(_resolve_py, nogil=True)
 else:  # pragma: no cover
     _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py
