@@ -63,8 +63,10 @@ busy during the traced steps (the trainer's ``host`` records: the host's busy co
 the run's own CPU time, ``netsim.traces.hosts_from_records``)."""
 SHARED_HOST_SLOWDOWN = 1.2
 """On a shared host, stragglers named below this slowdown carry a caution: on the 2-core
-host of ``experiments/diagnose``, with other processes busy on 20-70% of its cores, ranks
-nothing was injected into measured up to x1.16 over a whole run (`docs/diagnose.md`)."""
+host of ``experiments/diagnose``, with other processes keeping 0.26 to 1.4 of its 2 cores
+busy (seeds 1-8 and the ``--background 4`` seeds 10-12), ranks nothing was injected into
+measured up to x1.18 over a whole run; alone on the host, no clean run named anyone
+(`docs/diagnose.md`)."""
 LINK_SLOWDOWN = 2.0
 """A group this much slower than the other groups of its family is named (a 400G port
 trained down to 200G doubles its transfers' time)."""
