@@ -32,7 +32,7 @@ _CHILD = r"""
 import json, resource, sys, time
 from topologies import Clos3Spec, clos3
 from netsim.collectives import alltoall_load, run_collective
-from netsim.nccl import NcclConfig
+from netsim.collectives.nccl import NcclConfig
 op, n = sys.argv[1], int(sys.argv[2])
 t0 = time.perf_counter()
 fabric = clos3(Clos3Spec(name=f"clos3-{n}", servers=n // 8))

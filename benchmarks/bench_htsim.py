@@ -8,7 +8,7 @@ time: steadier than wall time on a shared machine), the median over ``--reps`` r
 ratio of this engine to htsim. htsim's build and flags: ``../shared/reference/peer-bench.md``
 (``-strat ecmp_host -paths 256 -linkspeed 400000 -mtu 4096``, its default 15-packet lossless
 queues, no end-to-end congestion control: pass ``--cc none`` for the like-for-like run).
-The traffic matrix is ours (``netsim.traffic.permutation`` with the seed), written in htsim's
+The traffic matrix is ours (``netsim.scenario.traffic.permutation`` with the seed), written in htsim's
 connection-matrix format with host i = the fabric's i-th NIC. Where this tree's hot path is
 compiled (``setup.py build_ext --inplace``), it also runs on its plain Python path
 (``NETSIM_PURE_PYTHON=1``) as a third contender.
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.traffic import permutation
+from netsim.scenario.traffic import permutation
 from topologies import FatTreeSpec, fat_tree
 from topologies.units import parse_bytes
 
@@ -43,7 +43,7 @@ try:
 except ImportError:  # a baseline revision from before the compiled build
     def engine_build():
         return "python"
-from netsim.traffic import permutation
+from netsim.scenario.traffic import permutation
 from topologies import FatTreeSpec, fat_tree
 k, gbps, lat, size, cc, seed = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),
                                 int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))

@@ -36,7 +36,7 @@ import json, resource, sys, time
 t0 = time.perf_counter()
 from topologies import load_fabric
 from topologies.files import spec_from_dict, build
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import JobSpec, predict
 from netsim.workload.comm import CommBatch, fabric_locality
 from netsim.workload.flowcomm import FlowCommModel
@@ -52,7 +52,7 @@ job = load_job("deepseek-v3", dp=n // 16, gpu="a100")
 t0, c0 = time.perf_counter(), time.process_time()
 cm = FlowCommModel(fabric, A100)
 if what in ("a2a", "a2a-random"):
-    from netsim.workload.predict import ep_bytes
+    from netsim.workload.volumes import ep_bytes
     place = (__import__("numpy").random.default_rng(0).permutation(n) if what == "a2a-random"
              else None)
     g4 = gpu_grid(job, place)

@@ -33,7 +33,7 @@ import numpy as np
 import simpy
 
 from netsim.packet import PacketConfig, simulate_packets
-from netsim.traffic import permutation
+from netsim.scenario.traffic import permutation
 from topologies import FatTreeSpec, fat_tree
 from topologies.units import parse_bytes
 
@@ -138,7 +138,7 @@ _CHILD = """
 import json, sys, time
 import numpy as np
 from netsim.packet import PacketConfig, simulate_packets
-from netsim.traffic import permutation
+from netsim.scenario.traffic import permutation
 from topologies import FatTreeSpec, fat_tree
 k, gbps, size, cc = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 fabric = fat_tree(FatTreeSpec(k=k, link_speed_gbps=gbps))

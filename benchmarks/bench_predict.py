@@ -28,7 +28,7 @@ _CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from topologies import load_fabric
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import JobSpec, predict
 from netsim.workload.flowcomm import FlowCommModel
 import_s = time.perf_counter() - t0

@@ -15,7 +15,7 @@ import numpy as np
 
 from netsim.packet import PacketConfig, simulate_packets
 from netsim.packet.testbeds import ShortestPathRouter, star
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
 from topologies.units import parse_bytes
 
 READINGS = {

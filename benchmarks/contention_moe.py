@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import FlowCommModel, JobSpec, layout
 from netsim.workload.comm import CommBatch, fabric_locality
 from netsim.workload.contention import joint_slowdown
-from netsim.workload.predict import ep_bytes
+from netsim.workload.volumes import ep_bytes
 from topologies import load_fabric
 
 

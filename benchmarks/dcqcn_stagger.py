@@ -17,7 +17,7 @@ import numpy as np
 
 from netsim.packet import PacketConfig, simulate_packets
 from netsim.packet.testbeds import ShortestPathRouter, star
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
 
 GOODPUT = 4096 / (4096 + 82)
 READINGS = {"default (32767 x 64 B)": {}, "bytes (32767 B)": {"rpg_byte_reset_unit_bytes": 1},

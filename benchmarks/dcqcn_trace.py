@@ -19,7 +19,7 @@ from netsim.cc import dcqcn as D
 from netsim.cc.params import parse_cc_params
 from netsim.packet import PacketConfig, simulate_packets
 from netsim.packet.testbeds import ShortestPathRouter, star
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
 from topologies.units import parse_bytes
 
 

@@ -1,7 +1,7 @@
 """The permutation's start-up, ours against the HPCC ns-3 reference (docs/validation.md, item 5).
 
 Prints the largest data queue per 25 us of the leaf uplinks and spine downlinks of a ``perm16``
-reference scenario (``netsim/cc/reference.py``), from our engine (seed 1) and, given a traced
+reference scenario (``netsim/validation/reference.py``), from our engine (seed 1) and, given a traced
 ns-3 run, from the reference; and, from the ns-3 trace, when the first ECN-marked packet of a
 flow reached its receiver's leaf against when the first ACK carrying a CNP reached the sender's
 leaf (the CNP's way back).
@@ -35,7 +35,7 @@ T0_NS = 2_000_000_000  # flows start at 2 s in the reference
 
 
 def ours(name: str, until_us: float, overrides: dict) -> tuple[np.ndarray, dict]:
-    from netsim.cc.reference import RefScenario, _engine_setup, run_engine
+    from netsim.validation.reference import RefScenario, _engine_setup, run_engine
 
     sc = RefScenario.from_name(name)
     _, res = run_engine(sc, seed=1, sample_interval_ps=5_000_000, **overrides)
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--write-ns3-inputs", type=Path, default=None, metavar="DIR")
     a = ap.parse_args(argv)
     if a.write_ns3_inputs:
-        from netsim.cc.reference import RefScenario, ns3_inputs
+        from netsim.validation.reference import RefScenario, ns3_inputs
 
         cfg = ns3_inputs(RefScenario.from_name(a.scenario), a.write_ns3_inputs)
         (a.write_ns3_inputs / "trace.txt").write_text("5\n16 17 18 19 20\n")

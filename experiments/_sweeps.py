@@ -2,7 +2,7 @@
 
 ``experiments.ecmp_split``, ``experiments.retransmit`` and ``experiments.scale_mfu`` each keep
 their grids as sweep specs beside ``run.py`` (``NAME.yaml``, and ``NAME_full.yaml`` for
-``--full``) and run them through :mod:`tuner.sweep` (resumable, on Dask).
+``--full``) and run them through :mod:`sweeps` (resumable, on Dask).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from tuner import sweep
+import sweeps as sweep
+from tuner.cli import sweep as cli_sweep
 
 
 def study_parser(doc: str, full_help: str) -> argparse.ArgumentParser:
@@ -34,8 +35,9 @@ def run_spec_files(here: Path, names: Iterable[str], out: Path, full: bool, work
     results = {}
     for name in names:
         path = here / f"{name}{'_full' if full else ''}.yaml"
-        sweep.run_sweep(sweep.load_spec(path), out / name, workers=workers, scheduler=scheduler,
-                        progress=progress, spec_text=path.read_text())
+        sweep.run_sweep(cli_sweep.load_spec(path), out / name, workers=workers,
+                        scheduler=scheduler, progress=progress, spec_text=path.read_text(),
+                        command_point=cli_sweep.CommandPoint)
         results[name] = sweep.read_results(out / name / sweep.RESULTS_JSONL)
     return results
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topologies import units
+import topologies.units as units
 from topologies.fabric import ROLES, Fabric, assemble
 
 # Defaults with sources (see /shared/reference/*.md):

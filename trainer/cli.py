@@ -114,7 +114,7 @@ def _model_from_args(args: argparse.Namespace, m):
     """The preset or config.json of --model (else ``m``) with the model flags applied."""
     import dataclasses
 
-    from trainer.hf_config import is_config_path, load_hf_config
+    from trainer.config import is_config_path, load_hf_config
 
     if args.model:
         m = load_hf_config(args.model) if is_config_path(args.model) else preset(args.model)

@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hfconfig import GATED_ACTS, int_key, is_gated, moe_keys, read_hf_file
+from hfconfig import is_config_path as hf_is_config_path
+from inputspec import InputError
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 ORDERS_AXES = frozenset(("tp", "dp", "pp"))
@@ -177,6 +182,66 @@ def preset(name: str, **overrides: Any) -> ModelConfig:
     fields = dict(_PRESETS[name], name=name)
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return ModelConfig(**fields)
+
+
+# --------------------------------------------------------------------------- config.json models
+# The keys are read by the shared parser (:mod:`hfconfig`, also netsim's). What the trainer does
+# not model is said, not hidden: positions are learned (not rotary) and norms are LayerNorm (not
+# RMSNorm); a ``head_dim`` other than hidden / heads and DeepSeek's multi-head latent attention
+# are refused or ignored (MLA: the trainer runs GQA with ``num_key_value_heads``); ReLU MLPs are
+# refused (the trainer's plain MLP is GELU). The shapes, FLOPs and communication volumes are
+# those of the config.
+TRAINER_PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh")
+
+
+def _ffn_kind(data: Mapping) -> tuple[str, str]:
+    act = str(data.get("hidden_act")).lower()
+    if act not in GATED_ACTS + TRAINER_PLAIN_ACTS:
+        raise ValueError(f"config.json: hidden_act {act!r} is not one of "
+                         f"{', '.join(GATED_ACTS + TRAINER_PLAIN_ACTS)}")
+    return ("gated", "silu") if is_gated(data) else ("plain", "gelu")
+
+
+def model_from_hf(data: Mapping[str, Any], name: str = "", seq: int | None = None) -> ModelConfig:
+    """The :class:`ModelConfig` of a transformers config (a mapping of its keys)."""
+    layers, hidden = int_key(data, "num_hidden_layers"), int_key(data, "hidden_size")
+    heads = int_key(data, "num_attention_heads")
+    if heads == 0 or hidden % heads:
+        raise ValueError(f"config.json: num_attention_heads={heads} must divide hidden_size={hidden}")
+    if data.get("head_dim") not in (None, hidden // heads):
+        raise ValueError(f"config.json: head_dim={data['head_dim']} differs from hidden_size / "
+                         f"num_attention_heads = {hidden // heads}: not supported by the trainer")
+    kv_heads = int_key(data, "num_key_value_heads", heads)
+    if kv_heads == 0 or heads % kv_heads:
+        raise ValueError(f"config.json: num_key_value_heads={kv_heads} must divide "
+                         f"num_attention_heads={heads}")
+    ffn, act = _ffn_kind(data)
+    ffn_hidden = int_key(data, "intermediate_size")
+    tied = data.get("tie_word_embeddings", True)
+    if not isinstance(tied, bool):
+        raise ValueError(f"config.json: tie_word_embeddings must be true or false, got {tied!r}")
+    return ModelConfig(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                       ffn_hidden=ffn_hidden, vocab=int_key(data, "vocab_size"),
+                       seq=seq or int_key(data, "max_position_embeddings"), tied=tied, ffn=ffn,
+                       activation=act, name=name, **moe_keys(data, layers, ffn_hidden))
+
+
+def load_hf_config(path: str | Path, seq: int | None = None) -> ModelConfig:
+    """Read ``path`` (a config.json, or a directory holding one); the model is named after
+    ``_name_or_path`` when the file has it, else after its directory (or file stem)."""
+    data, short = read_hf_file(path)
+    name = str(data.get("_name_or_path") or short)  # the trainer keeps the whole hub path
+    try:
+        return model_from_hf(data, name=name, seq=seq)
+    except InputError:
+        raise
+    except ValueError as exc:
+        raise ValueError(f"{path}: {str(exc).removeprefix('config.json: ')}") from None
+
+
+def is_config_path(model: str) -> bool:
+    """Whether ``--model`` names a file or directory rather than a preset."""
+    return hf_is_config_path(model)
 
 
 @dataclass(kw_only=True)
@@ -354,8 +419,6 @@ def config_from_dict(data: dict[str, Any]) -> TrainConfig:
         raise ValueError(f"unknown config keys {sorted(unknown)}: valid keys are the TrainConfig fields")
     model = data.pop("model", "tiny")
     if isinstance(model, str):
-        from trainer.hf_config import is_config_path, load_hf_config
-
         model = load_hf_config(model) if is_config_path(model) else preset(model)
     elif isinstance(model, dict):
         m = dict(model)

@@ -20,7 +20,7 @@ is added as ``record_function`` ranges and trace metadata, all optional for a re
   time measures the scheduler as much as the rank);
 - metadata ``trainer_meta``: the native trace's ``meta`` record as JSON.
 
-``netsim.kineto`` reads these files (and those of any PyTorch job).
+``netsim.traces.kineto`` reads these files (and those of any PyTorch job).
 """
 
 from __future__ import annotations

@@ -463,7 +463,7 @@ def background_rows(job, gpus, fabric, background: list[BackgroundJob], seed: in
     """Each background job's iteration alone and shared with the new job (``job`` at
     ``gpus``) and the other background jobs: ``[{name, iteration_s_alone,
     iteration_s_shared, slowdown}]``."""
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
     from netsim.workload import predict
 
     traffic = {b.name: network_batches(b.job, b.gpu_of_rank) for b in background}
@@ -494,7 +494,7 @@ def busy_uplinks(fabric, batches: list, hw=None, seed: int = 0,
     ``(tor_busy, pod_busy)``, indexed by ToR and pod ordinal, in [0, 1].
     """
     from netsim.flow import link_load
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
 
     w = fabric.wiring
     tors, pods = len(w.tor_pod), w.pods

@@ -9,6 +9,7 @@ search kept it / moved it, with the effect on every scenario of the job's traffi
 from __future__ import annotations
 
 from tuner import ccsearch
+from tuner.qos import CNP_DSCP, CNP_PRIO
 from tuner.render import Setting
 
 #: search name -> (file section, ConnectX sysfs name)
@@ -60,8 +61,6 @@ def why_text(cc: ccsearch.CcJobChoice, key: str) -> str:
 
 def settings_rows(cc: ccsearch.CcJobChoice, rows: list[Setting]) -> tuple[dict, dict, dict]:
     """Append the NIC and switch rows to *rows*; return nic_rp, nic_np and ecn values."""
-    from tuner.recommend import CNP_DSCP, CNP_PRIO
-
     d, b = cc.default.params, cc.best.params
     effect = effect_text(cc)
     rp, np_ = {}, {"cnp_dscp": CNP_DSCP, "cnp_802p_prio": CNP_PRIO}

@@ -11,7 +11,7 @@ the job sees and the vendor defaults stand (the report says so and why).
 
 Search (:func:`search_job_cc`): the vendor defaults, then every parameter of :data:`GRID`
 moved alone to each of its values, then pairs of the two best single moves, up to a budget;
-every setting runs on every scenario through the sweep runner (:func:`tuner.sweep.run_points`).
+every setting runs on every scenario through the sweep runner (:func:`sweeps.run_points`).
 A setting is *accepted* only if on every scenario it is no worse than the defaults: goodput at
 least ``1 - ACCEPT_TOL`` of theirs and p99 FCT at most ``1 + ACCEPT_TOL`` of theirs. Accepted
 settings are scored (lower is better) by the mean over scenarios of the p99 FCT ratio to the
@@ -93,7 +93,7 @@ class HotSpot:
                         core_gbps=self.link_gbps)
 
     def flows(self):
-        from netsim.traffic import Flow
+        from netsim.scenario.traffic import Flow
 
         if self.kind == "incast":
             return [Flow(f"h{i}", f"h{self.senders}", self.flow_bytes) for i in range(self.senders)]
@@ -326,7 +326,7 @@ def _evaluate(scenarios, settings: list[dict], seed: int, workers, scheduler) ->
         return []
     fn = functools.partial(_eval_point, scenarios)
     try:
-        from tuner.sweep import run_points
+        from sweeps import run_points
     except ImportError:  # the sweep runner is not installed: evaluate in this process
         outs = [fn(p) for p in points]
     else:
@@ -370,7 +370,7 @@ def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budg
     seed
         Seed of the packet runs.
     workers, scheduler
-        Sweep-runner fan-out (:func:`tuner.sweep.run_points`): local processes (0 = this
+        Sweep-runner fan-out (:func:`sweeps.run_points`): local processes (0 = this
         process) or a Dask scheduler address.
     readings
         Units of ``rpg_byte_reset`` every scenario runs under (:data:`BYTE_COUNTER_READINGS`);

@@ -249,7 +249,7 @@ class _Replay:
         """Iteration time of ``cj`` at ``gpus`` with the running jobs as background (kept per
         placement until the job starts: the figure the candidate was ranked by is the one
         recorded)."""
-        from netsim.hardware import get_hardware
+        from netsim.model.hardware import get_hardware
         from tuner.background import predict_shared
 
         key = (cj.name, np.asarray(gpus, np.int64).tobytes())
@@ -283,7 +283,7 @@ class _AloneCache:
         self.fabric, self.cache = fabric, {}
 
     def __call__(self, job, seed: int) -> float:
-        from netsim.hardware import get_hardware
+        from netsim.model.hardware import get_hardware
         from netsim.workload import predict
         from netsim.workload.flowcomm import FlowCommModel
 

@@ -124,10 +124,10 @@ def job_traffic(job) -> TrafficEdges:
       backward KV and dKV) to the ring successor (``netsim.workload.predict._cp_times``);
     * EP: four all-to-alls per MoE layer per micro-batch (dispatch and combine, forward and
       backward), each rank sending ``1/ep`` of ``tokens x top-k x hidden`` to every other
-      member (``netsim.workload.predict.ep_bytes``).
+      member (``netsim.workload.volumes.ep_bytes``).
     """
     from netsim.workload.layout import rank_ids, split_replicas
-    from netsim.workload.predict import cp_kv_width, ep_bytes
+    from netsim.workload.volumes import cp_kv_width, ep_bytes
 
     m = job.model_config()
     grid4 = rank_ids(job)                                   # [pp, dp, cp, tp] ranks
@@ -493,8 +493,8 @@ def iteration_scorer(fabric, job, hardware=None, calibration=None, qps: int = 1,
     (``netsim.workload.flowcomm.FlowCommModel``, the model of ``netsim predict``) with ``qps``
     QPs per connection; with ``background`` (``tuner.background.BackgroundJob`` s), their
     traffic shares every flow-engine run."""
-    from netsim.hardware import get_hardware
-    from netsim.nccl import NcclConfig
+    from netsim.collectives.nccl import NcclConfig
+    from netsim.model.hardware import get_hardware
     from netsim.workload import predict
     from tuner.background import check_disjoint, comm_model, network_batches
 

@@ -22,12 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tuner.qos import CNP_DSCP, CNP_PRIO, NCCL_IB_TC, ROCE_DSCP, ROCE_PRIO  # noqa: F401
 from tuner.render import Setting, TunerRow
 
-#: DSCP 26 (AF31) -> priority 3, the lossless RoCE class; ToS = DSCP << 2 | ECT(0) = 106
-#: (NVIDIA RoCE guides; nccl-roce.md 2 and 5.4).
-ROCE_DSCP, ROCE_PRIO, CNP_DSCP, CNP_PRIO = 26, 3, 48, 6
-NCCL_IB_TC = (ROCE_DSCP << 2) | 2
 DEFAULT_FLAPS = "max=5s"   # MegaScale 6.3: flaps last "several seconds"
 
 

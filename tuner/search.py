@@ -138,7 +138,7 @@ def _uncontended_s(fabric, job, gpu_of_rank: np.ndarray) -> float:
     """The iteration with every network call at its NIC's line rate (``predict`` with the
     analytic comm model, which the flow engine equals on an uncontended fabric): a lower
     bound of the flow engine's prediction for any QP count."""
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
     from netsim.workload import predict
     from netsim.workload.comm import AnalyticCommModel
 
@@ -175,7 +175,7 @@ def search_collectives(fabric, ranks, nccl_base=None, op: str = "allreduce",
     open-ended, so the CSV covers every size.
     """
     from netsim.collectives import run_collective
-    from netsim.nccl import NcclConfig
+    from netsim.collectives.nccl import NcclConfig
 
     base = (nccl_base or NcclConfig()).with_(qps_per_connection=qps)
     sizes = sorted(int(s) for s in (COLLECTIVE_SIZES if sizes is None else sizes))

@@ -4,7 +4,7 @@
 
 MegaScale (NSDI'24, section 3.6) reports that a congestion control combining Swift's precise
 RTT signal with DCQCN's ECN signal cuts PFC pauses while keeping throughput. Every pattern of
-:mod:`netsim.cc.jobtraffic` (DP ring crossing ToRs, PP sends, all-to-all, 8:1 and 16:1
+:mod:`netsim.validation.jobtraffic` (DP ring crossing ToRs, PP sends, all-to-all, 8:1 and 16:1
 incast) runs in the packet engine under each algorithm (parameters: each algorithm's defaults,
 ``docs/congestion-control.md``). Written to DIR: ``cc.csv`` (one row per run), ``summary.csv``
 (mean over seeds per pattern and algorithm) and ``cc.png``.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.cc.jobtraffic import KINDS, JobScenario, run_scenario
+from netsim.validation.jobtraffic import KINDS, JobScenario, run_scenario
 
 ALGORITHMS = ("dcqcn", "swift", "hybrid")
 METRICS = ("pfc_pauses", "paused_us", "hol_victims", "goodput", "fct_p50_us", "fct_p99_us")

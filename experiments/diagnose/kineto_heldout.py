@@ -6,7 +6,7 @@ Every configuration of ``experiments.heldout_accuracy`` runs once per repeat wit
 ``--trace-dir`` and ``--profile`` (schedule 0,1,3: the profiler records steps 1-3, the steps the
 native calibration uses), so the two formats describe the very same steps. The workload model
 is calibrated twice on the calibration configurations, from the native traces and from the
-Kineto traces (``netsim.kineto``), and both predict every configuration; the measured figure is
+Kineto traces (``netsim.traces.kineto``), and both predict every configuration; the measured figure is
 the native iteration time. Profiling slows the runs down alike for both formats. A third
 evaluation (``native-no-cpu``) drops the native records' thread CPU time (``cpu_s``, which a
 profiler does not record) to separate the reader's fidelity from that extra measurement.
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from experiments.heldout_accuracy.run import CONFIGS, MODEL_ARGS, STEPS, measured_s, run_trainer
-from netsim.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
-from netsim.kineto import read_traces
-from netsim.traces import read_trace_dir
+from netsim.diagnose.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
+from netsim.traces.kineto import read_traces
+from netsim.traces.records import read_trace_dir
 from netsim.workload import predict
 
 

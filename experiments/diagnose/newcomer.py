@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.calibrated import default_host_cores, hardware_for
-from netsim.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
-from netsim.traces import read_trace_dir
+from netsim.diagnose.calibrated import default_host_cores, hardware_for
+from netsim.diagnose.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
+from netsim.traces.records import read_trace_dir
 from netsim.workload import predict
 
 JOB = ("--tp", "2", "--pp", "2", "--dp", "2", "--model", "tiny", "--micro-batches", "4",

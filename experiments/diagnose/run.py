@@ -25,8 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from netsim.diagnose import diagnose
-from netsim.traces import read_trace_dir
+from netsim.diagnose.diagnosis import diagnose
+from netsim.traces.records import read_trace_dir
 
 LAYOUTS = ((1, 1, 8), (2, 1, 4), (1, 2, 4), (2, 2, 2), (2, 4, 1))
 """(tp, pp, dp): dp8 (one stage of 8; its only collectives are the overlapped gradient

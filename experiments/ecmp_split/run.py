@@ -1,7 +1,7 @@
 """ECMP split study: ``python -m experiments.ecmp_split.run [--full] -o DIR``.
 
 Runs the sweeps ``collisions.yaml`` and ``iteration.yaml`` (``*_full.yaml`` with ``--full``)
-through ``tuner.sweep`` on a local Dask cluster (``--workers``, ``--scheduler``), resumable
+through ``sweeps`` on a local Dask cluster (``--workers``, ``--scheduler``), resumable
 into ``DIR/collisions`` and ``DIR/iteration``, then writes ``DIR/summary.csv``,
 ``DIR/iteration.csv`` and the figures. See README.md beside this file.
 """
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+import sweeps as sweep
 from experiments._sweeps import ok_rows, run_spec_files, study_parser
 from experiments.ecmp_split.study import BinsForm
-from tuner import sweep
 
 HERE = Path(__file__).resolve().parent
 SPECS = {"collisions": "collisions", "iteration": "iteration"}

@@ -1,6 +1,6 @@
 """ECMP collisions with split (2 x 200G) and unsplit (400G) ToR downlinks: the study's points.
 
-Every function here computes one point of a sweep (``tuner.sweep``) and returns a JSON-able
+Every function here computes one point of a sweep (``sweeps``) and returns a JSON-able
 dict, so ``netsim sweep`` can run it from a spec (``command: experiments.ecmp_split.study:...``).
 
 Fabrics (:func:`fabric`): the MegaScale three-tier CLOS of 64 x 400G switches, 1:1 per tier,
@@ -136,7 +136,7 @@ def iteration_point(fabric: str, servers: int, placement: str, qps: int, hashing
                     seed: int, model: str = "gpt3-175b", tp: int = 8, pp: int = 8) -> dict:
     """Predicted iteration of a 3D-parallel job on the whole fabric, with and without ECMP
     collisions (``tuner.collision.FlowCommModel`` over the analytic comm model)."""
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
     from netsim.workload import AnalyticCommModel, JobSpec, predict
     from tuner.collision import FlowCommModel
 

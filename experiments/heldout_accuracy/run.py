@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from experiments.heldout_accuracy.load import LoadSampler
-from netsim.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
-from netsim.traces import TraceRun, read_trace_dir
+from netsim.diagnose.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
+from netsim.traces.records import TraceRun, read_trace_dir
 from netsim.workload import predict
 
 
@@ -135,7 +135,7 @@ def evaluate(trace_dirs: dict[str, list[Path]], configs=CONFIGS,
     """Calibrate on every repeat of the ``calibrate`` configurations, predict every one.
 
     ``iteration_fit``: refit the host model on the calibration runs' iteration times
-    (``netsim.calibration.fit_host_on_iterations``) after the per-record fits.
+    (``netsim.diagnose.calibration.fit_host_on_iterations``) after the per-record fits.
 
     A configuration's measured figure is the median over its repeats; its prediction uses the
     median of the cores that were left to those repeats.

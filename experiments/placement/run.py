@@ -103,7 +103,7 @@ def busy_cluster(fabric, seed: int, rounds: int = 3):
 
 def one_job(fabric, ratio: str, gpus: int, seed: int, iterations: int) -> list[dict]:
     """Rows of part 1 for one fabric and job size."""
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
     from netsim.workload import predict
     from netsim.workload.flowcomm import FlowCommModel
     from tuner.cluster import job_for_size

@@ -30,7 +30,7 @@ the BF16 roofline does not model, so that row is expected to under-predict.
 
 from __future__ import annotations
 
-from netsim.hardware import get_hardware
+from netsim.model.hardware import get_hardware
 from netsim.workload import JobSpec, Overlap, predict
 from netsim.workload.layout import stage_layers
 

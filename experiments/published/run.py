@@ -31,8 +31,8 @@ import sys
 
 import numpy as np
 
-from netsim.hardware import A100, HardwareProfile
-from netsim.models import get_model
+from netsim.model.hardware import A100, HardwareProfile
+from netsim.model.models import get_model
 from netsim.workload import JobSpec, Overlap, predict
 
 A100_PEAK_TFLOPS = 312.0

@@ -1,7 +1,7 @@
 """Retransmit study: ``python -m experiments.retransmit.run [--full] -o DIR``.
 
 Sweeps ``closed_form.yaml`` (every setting x flap length, closed form) and ``packet.yaml``
-(the short flaps through the packet engine) with ``tuner.sweep`` (``*_full.yaml`` with
+(the short flaps through the packet engine) with ``sweeps`` (``*_full.yaml`` with
 ``--full``), resumable into ``DIR/closed_form`` and ``DIR/packet``; writes
 ``DIR/crosscheck.csv``, ``DIR/settings.csv`` and the figures. See README.md beside this file.
 """

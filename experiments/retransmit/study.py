@@ -1,6 +1,6 @@
 """Retransmission under link flaps: the study's sweep points (closed form and packet engine).
 
-Every function returns a JSON-able dict, one point of a ``tuner.sweep`` grid over
+Every function returns a JSON-able dict, one point of a ``sweeps`` grid over
 ``NCCL_IB_TIMEOUT`` x ``NCCL_IB_RETRY_CNT`` x flap length x adaptive retransmission.
 
 :func:`closed_form_point`
@@ -52,7 +52,7 @@ def _router(fab, seed: int):
 
 
 def _flows(flows: int):
-    from netsim.traffic import Flow
+    from netsim.scenario.traffic import Flow
 
     return [Flow(f"l{i}", f"r{i}", FLOW_BYTES) for i in range(flows)]
 
@@ -80,8 +80,8 @@ def _clean_fct_ns(flows: int, seed: int) -> tuple[float, ...]:
 def packet_point(timeout: int, retry_cnt: int, flap_s: float, adaptive: bool, flows: int = 4,
                  seed: int = 0) -> dict:
     """The same question as :func:`closed_form_point`, answered by the packet engine."""
-    from netsim.faults import LinkFlap
     from netsim.packet import PacketConfig, simulate_packets
+    from netsim.scenario.faults import LinkFlap
 
     fab = _fabric(flows)
     flap_ps = int(round(float(flap_s) * PS_PER_S))

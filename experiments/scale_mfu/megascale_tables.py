@@ -34,7 +34,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import JobSpec, Overlap, predict
 from netsim.workload.megascale_opts import MegaScaleOpts, ablation_steps, apply
 

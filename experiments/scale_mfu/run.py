@@ -1,7 +1,7 @@
 """Scale study: ``python -m experiments.scale_mfu.run [--full] -o DIR``.
 
 Sweeps ``overlaps.yaml`` and ``network.yaml`` (``*_full.yaml`` with ``--full``: eight scales)
-through ``tuner.sweep``, resumable into ``DIR/overlaps`` and ``DIR/network``; writes
+through ``sweeps``, resumable into ``DIR/overlaps`` and ``DIR/network``; writes
 ``DIR/mfu.csv`` and the figures. See README.md beside this file.
 """
 

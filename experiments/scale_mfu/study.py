@@ -85,7 +85,7 @@ def mfu_point(gpus: int, overlap: str, network: str, seed: int = 0,
               model: str = "gpt3-175b", tp: int = 8, pp: int = 8,
               global_batch: int = GLOBAL_BATCH, distributed_optimizer: bool = True) -> dict:
     """Predicted iteration of ``model`` on ``gpus`` GPUs of the megascale fabric."""
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
     from netsim.workload import JobSpec, predict
 
     fabric, failed = _fabric(network)

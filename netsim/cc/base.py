@@ -116,21 +116,23 @@ def make_cc(name: str, *, line_rate_bps: int, base_rtt_ps: int, clock: Clock,
     if base_rtt_ps is None or int(base_rtt_ps) <= 0:
         raise ValueError(f"base_rtt_ps must be > 0 ps, got {base_rtt_ps!r}")
     p = params_for(name, _expand_preset(name, params, line_rate_bps))
-    if name == "none":
-        from netsim.cc.nocc import LineRate
+    return _REGISTRY[name].build(line_rate_bps, int(base_rtt_ps), clock, p)
 
-        return LineRate(line_rate_bps)
-    if name == "dcqcn":
-        from netsim.cc.dcqcn import Dcqcn
 
-        return Dcqcn(line_rate_bps, clock, p)
-    if name == "swift":
-        from netsim.cc.swift import Swift
+_REGISTRY: dict[str, Any] = {}
 
-        return Swift(line_rate_bps, int(base_rtt_ps), clock, p)
-    from netsim.cc.hybrid import Hybrid
 
-    return Hybrid(line_rate_bps, int(base_rtt_ps), clock, p)
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: the algorithm ``name`` is built by ``cls.build(line_rate_bps,
+    base_rtt_ps, clock, params)``. The algorithm modules register themselves when
+    :mod:`netsim.cc` is imported; this module imports none of them."""
+    if name not in CC_NAMES:
+        raise ValueError(f"register({name!r}): add the name to CC_NAMES first")
+
+    def deco(cls: type) -> type:
+        _REGISTRY[name] = cls
+        return cls
+    return deco
 
 
 def _expand_preset(name: str, params: Any, line_rate_bps: int) -> Any:

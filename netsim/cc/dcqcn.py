@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from netsim.cc.base import Clock
+from netsim.cc.base import Clock, register
 from netsim.cc.params import DcqcnParams, mbps_bps, us_ps
 
 # The rate is snapped to the line rate once within this fraction of it (the halving steps
@@ -92,6 +92,7 @@ class AlphaEstimator:
         return False
 
 
+@register("dcqcn")
 class Dcqcn:
     """DCQCN reaction point of one QP (see the module docstring for the equations).
 
@@ -106,6 +107,11 @@ class Dcqcn:
     """
 
     name = "dcqcn"
+
+    @classmethod
+    def build(cls, line_rate_bps: int, base_rtt_ps: int, clock: Clock, params) -> Dcqcn:
+        """The registry's constructor (:func:`netsim.cc.base.make_cc`); DCQCN has no RTT."""
+        return cls(line_rate_bps, clock, params)
 
     def __init__(self, line_rate_bps: int, clock: Clock, params: DcqcnParams | None = None):
         p = params or DcqcnParams()

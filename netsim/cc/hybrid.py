@@ -26,12 +26,13 @@ Swift (reacts to CNPs, tighter delay target); the tests check both differences.
 
 from __future__ import annotations
 
-from netsim.cc.base import Clock
+from netsim.cc.base import Clock, register
 from netsim.cc.dcqcn import AlphaEstimator
 from netsim.cc.params import HybridParams, us_ps
 from netsim.cc.swift import Swift
 
 
+@register("hybrid")
 class Hybrid(Swift):
     """The hybrid sender of one QP (see the module docstring).
 

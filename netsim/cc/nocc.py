@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from netsim.cc.base import register
 
+
+@register("none")
 class LineRate:
     """Constant line-rate sender: ignores ACKs, CNPs and timeouts.
 
@@ -20,6 +23,11 @@ class LineRate:
 
     __slots__ = ("rate_bps", "cwnd_bytes", "cnps")
     name = "none"
+
+    @classmethod
+    def build(cls, line_rate_bps: int, base_rtt_ps: int, clock, params) -> LineRate:
+        """The registry's constructor (:func:`netsim.cc.base.make_cc`): rate only."""
+        return cls(line_rate_bps)
 
     def __init__(self, line_rate_bps: int):
         self.rate_bps = float(line_rate_bps)

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 
-from netsim.cc.base import Clock
+from netsim.cc.base import Clock, register
 from netsim.cc.params import SwiftParams
 from topologies.units import PS_PER_S, PS_PER_US
 
 
+@register("swift")
 class Swift:
     """Swift sender of one QP.
 
@@ -43,6 +44,11 @@ class Swift:
     """
 
     name = "swift"
+
+    @classmethod
+    def build(cls, line_rate_bps: int, base_rtt_ps: int, clock: Clock, params) -> Swift:
+        """The registry's constructor (:func:`netsim.cc.base.make_cc`)."""
+        return cls(line_rate_bps, base_rtt_ps, clock, params)
 
     def __init__(self, line_rate_bps: int, base_rtt_ps: int, clock: Clock,
                  params: SwiftParams | None = None):

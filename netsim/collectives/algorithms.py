@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.nccl import NcclConfig
+from netsim.collectives.nccl import NcclConfig
 
 OPS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "sendrecv")
 _ALIASES = {"all_reduce": "allreduce", "all-reduce": "allreduce", "all_gather": "allgather",

@@ -28,11 +28,11 @@ from __future__ import annotations
 import numpy as np
 
 from netsim.collectives.algorithms import busbw_factor
+from netsim.collectives.nccl import NcclConfig
 from netsim.collectives.runner import CollectiveResult, _comm_key, resolve_ranks
 from netsim.flow.paths import FabricPaths
 from netsim.flow.qp import connection_qpn, udp_sport
 from netsim.flow.sharing import SharingModel, make_model
-from netsim.nccl import NcclConfig
 
 _CHUNK_QPS = 4_000_000  # QPs routed per chunk (about 0.5 GB of temporaries)
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from netsim.collectives.algorithms import Plan, build_plan, busbw_factor, canonical_op
+from netsim.collectives.nccl import NcclConfig
 from netsim.flow.fluid import FluidProblem, run_fluid
 from netsim.flow.maxmin import Incidence
 from netsim.flow.paths import FabricPaths
 from netsim.flow.qp import connection_qpn, udp_sport
 from netsim.flow.sharing import SharingModel, make_model
 from netsim.flow.stats import LinkReport, fabric_link_mask, link_report
-from netsim.nccl import NcclConfig
 from topologies.units import PS_PER_S, s_to_ps
 
 

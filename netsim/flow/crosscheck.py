@@ -30,7 +30,7 @@ import numpy as np
 
 from netsim.flow.engine import simulate_paths
 from netsim.flow.sharing import SharingModel
-from netsim.traffic import Flow, permutation
+from netsim.scenario.traffic import Flow, permutation
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""``simulate_flows``: the flow-level engine for a list of :class:`netsim.traffic.Flow`.
+"""``simulate_flows``: the flow-level engine for a list of :class:`netsim.scenario.traffic.Flow`.
 
 Each flow is split into its QPs (bytes evenly over them, one UDP source port each, as the
 packet engine does); every QP is routed with ``Router.route_many`` in one vectorised call, and
@@ -104,7 +104,7 @@ def simulate_flows(fabric, flows, model: str | SharingModel = "maxmin", router=N
     Parameters
     ----------
     fabric : topologies.Fabric
-    flows : sequence of netsim.traffic.Flow
+    flows : sequence of netsim.scenario.traffic.Flow
         ``src``/``dst`` are GPU or NIC names (a NIC endpoint means traffic that starts and ends
         at the NIC, with no PCIe hop).
     model : {"maxmin", "dcqcn", "pfc"} or SharingModel

@@ -3,7 +3,7 @@
 ``simulate_packets(fabric, flows, config, seed) -> PacketResult``; see ``docs/packet-engine.md``.
 """
 
-from netsim.packet import build_mode  # noqa: F401 (first: NETSIM_PURE_PYTHON picks the build)
+import netsim.packet.build_mode  # noqa: F401 (first: NETSIM_PURE_PYTHON picks the build)
 from netsim.packet.build import simulate_packets
 from netsim.packet.config import PacketConfig
 from netsim.packet.result import FlowStats, PacketResult, PortStats

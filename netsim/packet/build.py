@@ -8,7 +8,6 @@ from heapq import heappush
 
 import numpy as np
 
-from netsim.faults import LinkFlap
 from netsim.packet.cc_adapter import make_cc, make_cnp_generator
 from netsim.packet.config import PacketConfig, headroom_bytes_for, pause_quanta_for, quanta_ps
 from netsim.packet.engine import PacketSim, _QpClock
@@ -16,7 +15,8 @@ from netsim.packet.headroom import check_headroom
 from netsim.packet.qp import QP
 from netsim.packet.result import FlowStats, PacketResult, PortStats
 from netsim.packet.telemetry import Sampler, find_pause_cycle, hol_victims
-from netsim.traffic import Flow
+from netsim.scenario.faults import LinkFlap
+from netsim.scenario.traffic import Flow
 from topologies.units import PS_PER_US, ns_to_ps
 
 _QPN_BASE = 0x100  # first QP number a NIC hands out (sequential per NIC, as the driver does)
@@ -116,12 +116,12 @@ def simulate_packets(fabric, flows: Sequence[Flow], config: PacketConfig | None 
     Parameters
     ----------
     fabric : a ``topologies.Fabric`` (or an object with the same link arrays and names).
-    flows : :class:`netsim.traffic.Flow` records (NIC or GPU endpoints).
+    flows : :class:`netsim.scenario.traffic.Flow` records (NIC or GPU endpoints).
     config : engine settings (:class:`PacketConfig`); default settings when None.
     seed : seeds ECMP (through the default Router), ECN draws and adaptive-retransmit jitter.
     router : an object with ``path(src, dst, sport) -> list[int]``; default
         ``topologies.routing.Router(fabric, seed=seed)``.
-    flaps : link flap schedule (:class:`netsim.faults.LinkFlap`).
+    flaps : link flap schedule (:class:`netsim.scenario.faults.LinkFlap`).
 
     Returns
     -------

@@ -21,10 +21,11 @@ import sys
 
 import numpy as np
 
-from netsim.faults import LinkFlap
-from netsim.packet import PacketConfig, simulate_packets
+from netsim.packet.build import simulate_packets
+from netsim.packet.config import PacketConfig
 from netsim.packet.testbeds import ShortestPathRouter, star
-from netsim.traffic import Flow, permutation
+from netsim.scenario.faults import LinkFlap
+from netsim.scenario.traffic import Flow, permutation
 from topologies import FatTreeSpec, fat_tree
 
 _BUF = 1_000_000  # a small shared buffer: PFC acts (XOFF near 125 KB per ingress)

@@ -45,7 +45,7 @@ from netsim.packet.qp import CNP, DATA, Pkt, RcTransport, nic_path
 from netsim.packet.simpy_event import fire as fire_simpy
 
 if COMPILED:  # the compiled build's own event heap for the hot path (netsim/packet/_cheap.pyx)
-    from netsim.packet import _cheap
+    import netsim.packet._cheap as _cheap
 
 _TIE_MUL = 0x9E3779B97F4A7C15  # Fibonacci hashing of the arrival time (tie arbitration)
 _PS_BITS = 8 * 10**12

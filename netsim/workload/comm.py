@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from netsim.hardware import HardwareProfile
+from netsim.model.hardware import HardwareProfile
 
 SCOPES = ("server", "tor", "cross_tor")
 NCCL_BASE_LATENCY_S = 8.4e-6  # NCCL baseLat Ring/Simple (nccl-roce.md section 2.2)

@@ -1,7 +1,7 @@
 """Compute durations of the per-rank tasks: a roofline from the hardware profile, or a fit.
 
 ``RooflineCompute``: ``t = matmul FLOPs / (peak x gemm_efficiency) + element-wise bytes /
-(HBM x memory_efficiency)``. ``FittedCompute`` (from ``netsim.calibration``) uses the
+(HBM x memory_efficiency)``. ``FittedCompute`` (from ``netsim.diagnose.calibration``) uses the
 per-phase throughput and per-task overhead fitted on trainer traces,
 ``t = overhead_s + FLOPs / flops_per_s``, and falls back to the roofline for phases the
 traces did not cover.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from netsim.hardware import HardwareProfile
-from netsim.models import ModelConfig
+from netsim.model.hardware import HardwareProfile
+from netsim.model.models import ModelConfig
 
 OPTIMIZER_BYTES_PER_PARAM = 30  # Adam, fp32 master/m/v + fp32 grad read, bf16 param write
 

@@ -87,8 +87,8 @@ def kind_batches(job, model, grid4: np.ndarray) -> dict[str, CommBatch]:
     """One batch per network kind that runs during the pipeline's steady state: every EP
     group's all-to-all, every stage boundary's send, every CP ring, every DP group's
     per-layer gradient reduction (only when it overlaps the backward)."""
-    from netsim.workload import layout
-    from netsim.workload.predict import cp_kv_width, ep_bytes
+    import netsim.workload.layout as layout
+    from netsim.workload.volumes import cp_kv_width, ep_bytes
 
     p, out = job.pp, {}
     act = job.micro_batch * model.seq // job.cp * model.hidden * job.act_bytes

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.hardware import HardwareProfile
+from netsim.model.hardware import HardwareProfile
 from netsim.workload.comm import AnalyticCommModel, CommBatch, Locality, group_scopes
 
 OPS = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
@@ -101,8 +101,8 @@ class FlowCommModel:
                  progress: Callable[[str], None] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}: choose one of {', '.join(MODES)}")
+        from netsim.collectives.nccl import NcclConfig
         from netsim.flow.sharing import make_model
-        from netsim.nccl import NcclConfig
 
         self.hw, self.mode, self.seed = hw, mode, seed
         self.fluid_max_commodities = fluid_max_commodities

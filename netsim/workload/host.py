@@ -24,7 +24,7 @@ copies, reductions and loopback TCP): ``cpu_msg_s`` per message (a ring step of 
 gloo's ring algorithms: ``2 (n - 1)`` for an all-reduce of ``n`` ranks, ``n - 1`` for a
 reduce-scatter or all-gather, one for a send or a receive) plus ``bus bytes /
 cpu_bytes_per_s``, plus a fixed ``cpu_iter_s`` per rank and iteration (framework overhead
-outside the traced operations). ``netsim.calibration`` fits the three parameters from the trainer's
+outside the traced operations). ``netsim.diagnose.calibration`` fits the three parameters from the trainer's
 traces; calls are counted as the trainer makes them (``docs/trainer.md``, "Analytic volumes").
 """
 
@@ -54,7 +54,7 @@ class HostCost:
     """Fraction of the cores left to the run that its ranks keep busy (in (0, 1]): below 1
     when at moments every rank of a server waits (a loopback transfer in flight, all ranks
     in one collective) while cores sit idle. The bound is then ``work / (C x utilization)``;
-    ``netsim.calibration`` measures it on the calibration runs (their CPU time over their
+    ``netsim.diagnose.calibration`` measures it on the calibration runs (their CPU time over their
     wall time and the cores left to them)."""
 
     def work_s(self, messages: float, bus_bytes: float) -> float:

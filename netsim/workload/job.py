@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.models import ModelConfig, get_model
+from netsim.model.models import ModelConfig, get_model
 
 AXES = ("tp", "cp", "dp", "pp")
 
@@ -59,9 +59,9 @@ class JobSpec:
     """One 3D-parallel training job. ``JobSpec.from_dict`` reads the YAML job-file keys."""
 
     model: str = "gpt3-175b"
-    """Model preset name (``netsim.models.MODELS``) or a transformers ``config.json`` path."""
+    """Model preset name (``netsim.model.models.MODELS``) or a transformers ``config.json`` path."""
     gpu: str = "a100"
-    """Hardware preset name (``netsim.hardware.HARDWARE``)."""
+    """Hardware preset name (``netsim.model.hardware.HARDWARE``)."""
     gpus: int = 0
     """World size; 0 means tp x pp x dp."""
     tp: int = 1
@@ -241,7 +241,7 @@ def _bytes_choices() -> tuple[int, ...]:
 
 
 def _gpu_choices() -> tuple[str, ...]:
-    from netsim.hardware import HARDWARE
+    from netsim.model.hardware import HARDWARE
 
     return tuple(HARDWARE)
 

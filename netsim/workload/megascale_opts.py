@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from netsim.hardware import HardwareProfile
+from netsim.model.hardware import HardwareProfile
 from netsim.workload.comm import AnalyticCommModel, CommBatch, CommModel
 from netsim.workload.compute import ComputeModel, RooflineCompute, TaskShape
 from netsim.workload.job import Overlap

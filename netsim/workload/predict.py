@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from netsim.hardware import HardwareProfile, get_hardware
-from netsim.workload import layout
+import netsim.workload.layout as layout
+from netsim.model.hardware import HardwareProfile, get_hardware
 from netsim.workload.comm import (
     AnalyticCommModel,
     CommBatch,
@@ -47,6 +47,7 @@ from netsim.workload.host import HostCost, host_bound_s, stage_calls
 from netsim.workload.job import JobSpec
 from netsim.workload.layout import layer_kinds
 from netsim.workload.pipeline import PipelineRun, simulate_pipeline
+from netsim.workload.volumes import cp_kv_width, ep_bytes
 
 KINDS = ("tp", "cp", "ep", "pp", "dp", "embedding")
 
@@ -137,7 +138,7 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         assumed (``netsim.workload.comm.synthetic_locality``).
     hardware : HardwareProfile, optional
         Defaults to the preset named by ``job.gpu``.
-    calibration : netsim.calibration.Calibration, optional
+    calibration : netsim.diagnose.calibration.Calibration, optional
         Fitted compute throughputs and alpha-beta parameters; replaces the roofline and the
         analytic defaults where it has data.
     placement : sequence of int, optional
@@ -305,21 +306,6 @@ def _cp_times(job: JobSpec, model, grid4, loc, cm) -> np.ndarray:
     kv_bytes = job.micro_batch * model.seq // job.cp * cp_kv_width(model, job.tp) * job.act_bytes
     groups = [layout.cp_groups(grid4, q) for q in range(p)]
     return _per_stage(cm, "all_gather", "cp", groups, [kv_bytes * job.cp] * p, loc)
-
-
-def cp_kv_width(model, tp: int) -> int:
-    """Elements of K and V per token on one TP rank (key/value heads split over TP, or
-    replicated when fewer than TP; MLA passes its decompressed per-head K and V)."""
-    if model.kv_lora_rank:
-        return model.heads // tp * (model.dhead + model.qk_rope_head_dim + model.v_head_dim)
-    return 2 * max(model.kv // tp, 1) * model.dhead
-
-
-def ep_bytes(job: JobSpec, model) -> float:
-    """Bytes one rank sends in one dispatch (or combine) all-to-all: its tokens x top-k x
-    hidden x capacity factor (tokens split over CP, and over TP by sequence parallelism)."""
-    tokens = job.micro_batch * model.seq / job.cp / (job.tp if job.sequence_parallel else 1)
-    return tokens * model.top_k * model.hidden * job.act_bytes * job.capacity_factor
 
 
 def _ep_times(job: JobSpec, model, grid4, loc, cm) -> np.ndarray:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.recommend import CNP_DSCP, CNP_PRIO, ROCE_DSCP, ROCE_PRIO, Recommendation, write_outputs
+from tuner.qos import CNP_DSCP, CNP_PRIO, ROCE_DSCP, ROCE_PRIO
+from tuner.recommend import Recommendation, write_outputs
 from tuner.render import TunerRow, headroom_bytes
 
 RP = {"rpg_time_reset": 7, "rpg_byte_reset": 344844, "rpg_ai_rate": 8, "rpg_hai_rate": 444,

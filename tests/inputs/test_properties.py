@@ -176,8 +176,8 @@ def _divisors(n: int, cap: int = 8) -> list[int]:
 
 @st.composite
 def job_dicts(draw) -> dict:
-    from netsim.hardware import HARDWARE
-    from netsim.models import get_model
+    from netsim.model.hardware import HARDWARE
+    from netsim.model.models import get_model
 
     model = draw(st.sampled_from(["tiny", "gpt3-1.3b", "gpt3-175b"]))
     m = get_model(model)
@@ -252,7 +252,7 @@ def flow_dicts(draw) -> dict:
 
 
 def _flow_roundtrip(data):
-    from netsim.traffic import flows_to_records, load_flows
+    from netsim.scenario.traffic import flows_to_records, load_flows
 
     flows = load_flows(_write(data, ".json"))
     again = load_flows(_write({"flows": flows_to_records(flows)}, ".yaml"))
@@ -264,7 +264,7 @@ test_flow_roundtrip, test_flow_roundtrip_slow = _both(_flow_roundtrip, flow_dict
 
 @st.composite
 def bad_flows(draw):
-    from netsim.traffic import FlowRecord
+    from netsim.scenario.traffic import FlowRecord
 
     data = draw(flow_dicts())
     i = draw(st.integers(0, len(data["flows"]) - 1))
@@ -394,7 +394,7 @@ FITS = st.builds(lambda a, r, p, q, m: {"intercept_s": a, "rate": r, "points": p
 
 @st.composite
 def calibration_dicts(draw) -> dict:
-    from netsim.calibration import SCHEMA
+    from netsim.diagnose.calibration import SCHEMA
 
     keys = st.sampled_from(["forward", "backward", "optimizer"])
     comm_keys = st.sampled_from(["all_reduce/server", "all_gather/tor", "all_reduce/tor/dp",
@@ -409,7 +409,7 @@ def calibration_dicts(draw) -> dict:
 
 
 def _calibration_roundtrip(data):
-    from netsim.calibration import load_calibration, save_calibration
+    from netsim.diagnose.calibration import load_calibration, save_calibration
 
     cal = load_calibration(_write(data, ".json"))
     path = Path(tempfile.mkdtemp(prefix="inputs-")) / "again.json"
@@ -423,7 +423,7 @@ test_calibration_roundtrip, test_calibration_roundtrip_slow = _both(_calibration
 
 @st.composite
 def bad_calibrations(draw):
-    from netsim.calibration import Fit
+    from netsim.diagnose.calibration import Fit
 
     data = draw(calibration_dicts())
     fit = draw(FITS)
@@ -435,7 +435,7 @@ def bad_calibrations(draw):
 
 
 def test_calibration_comm_keys_checked(tmp_path):
-    from netsim.calibration import SCHEMA
+    from netsim.diagnose.calibration import SCHEMA
 
     fit = {"intercept_s": 0.0, "rate": 1e9, "points": 3, "rel_rms": 0.0, "max_rel": 0.0}
     path = tmp_path / "cal.json"
@@ -482,7 +482,7 @@ def _write_trace(records: list[dict], summary: dict) -> Path:
 
 
 def _trace_roundtrip(records):
-    from netsim.traces import read_trace_dir
+    from netsim.traces.records import read_trace_dir
 
     run = read_trace_dir(_write_trace(records, {"steps": len(records)}))
     rank = run.ranks[0]
@@ -517,13 +517,13 @@ test_trace_refused, test_trace_refused_slow = _both(_trace_refused, bad_traces()
 
 
 # ---------------------------------------------------------------------------------------------
-# Hugging Face config.json (netsim.hfconfig): no saver, so valid files load to the model the
+# Hugging Face config.json (netsim.model.hf): no saver, so valid files load to the model the
 # same keys give in memory (``model_from_hf``)
 
 
 @st.composite
 def hf_config_dicts(draw) -> dict:
-    from netsim.hfconfig import HF_PRESETS
+    from netsim.model.hf import HF_PRESETS
 
     name = draw(st.sampled_from(sorted(HF_PRESETS)))
     data = dict(HF_PRESETS[name][0])
@@ -539,7 +539,7 @@ def hf_config_dicts(draw) -> dict:
 
 
 def _hf_roundtrip(data):
-    from netsim.hfconfig import hf_from_file, model_from_hf
+    from netsim.model.hf import hf_from_file, model_from_hf
 
     path = _write(data, ".json")
     assert hf_from_file(path, name="m") == model_from_hf(data, "m")
@@ -550,7 +550,7 @@ test_hf_config_loads, test_hf_config_loads_slow = _both(_hf_roundtrip, hf_config
 
 @st.composite
 def bad_hf_configs(draw):
-    from netsim.hfconfig import HFConfigKeys
+    from netsim.model.hf import HFConfigKeys
 
     data = draw(hf_config_dicts())
     key, value = _bad_value(draw, HFConfigKeys, data)
@@ -567,7 +567,7 @@ test_hf_config_refused, test_hf_config_refused_slow = _both(_hf_refused, bad_hf_
 
 
 # ---------------------------------------------------------------------------------------------
-# Sweep specs (tuner.sweep): the run keeps the spec as loaded (claim_dir dumps spec.raw), so
+# Sweep specs (sweeps): the run keeps the spec as loaded (claim_dir dumps spec.raw), so
 # load -> dump -> load gives the same points and args
 
 
@@ -599,7 +599,7 @@ def sweep_specs(draw) -> dict:
 
 
 def _sweep_roundtrip(data):
-    from tuner.sweep import load_spec
+    from tuner.cli.sweep import load_spec
 
     spec = load_spec(_write(data, ".yaml"))
     again = load_spec(_write(spec.raw, ".yaml"))
@@ -769,7 +769,7 @@ test_running_refused, test_running_refused_slow = _both(_running_refused, bad_ru
 
 
 # ---------------------------------------------------------------------------------------------
-# torch.profiler Kineto traces (netsim.kineto): no saver; valid documents load to one rank per
+# torch.profiler Kineto traces (netsim.traces.kineto): no saver; valid documents load to one rank per
 # file with one iteration per ProfilerStep range
 
 
@@ -792,7 +792,7 @@ def _write_kineto(doc) -> Path:
 
 
 def _kineto_loads(doc):
-    from netsim.kineto import read_traces
+    from netsim.traces.kineto import read_traces
 
     run = read_traces(_write_kineto(doc))
     assert [r.meta["rank"] for r in run.ranks] == [0]

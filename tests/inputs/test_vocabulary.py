@@ -92,7 +92,7 @@ def test_packaged_job_names_everywhere(cmd):
 
 
 def test_tiny_is_one_model():
-    from netsim.models import get_model
+    from netsim.model.models import get_model
     from trainer.config import PRESET_NAMES, preset
     from tuner.jobs import read_job_dict
 
@@ -178,7 +178,7 @@ def test_failing_network_links_changes_the_result_and_pcie_links_are_refused():
 
 
 def test_flap_takes_link_names():
-    from netsim.faults import parse_flap
+    from netsim.scenario.faults import parse_flap
     from topologies import load_fabric
 
     f = load_fabric("fat-tree-k4")

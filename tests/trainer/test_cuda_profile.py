@@ -16,8 +16,8 @@ pytestmark = [pytest.mark.gpu,
 
 
 def test_cuda_profile_reads_back(python, subprocess_env, tmp_path):
-    from netsim.kineto import read_traces
-    from netsim.traces import read_trace_dir
+    from netsim.traces.kineto import read_traces
+    from netsim.traces.records import read_trace_dir
 
     gpus = min(torch.cuda.device_count(), 2)
     launch = [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",

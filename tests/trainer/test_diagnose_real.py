@@ -20,8 +20,8 @@ def run_trainer(python, env, out, *args, steps=10, timeout=900):
 
 
 def diagnosed(d):
-    from netsim.diagnose import diagnose
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.diagnosis import diagnose
+    from netsim.traces.records import read_trace_dir
 
     return diagnose(read_trace_dir(d))
 

@@ -53,8 +53,8 @@ def clean_run(python, subprocess_env, tmp_path_factory):
 
 
 def test_straggler_is_named_alone(straggler_run):
-    from netsim.diagnose import diagnose
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.diagnosis import diagnose
+    from netsim.traces.records import read_trace_dir
 
     run = read_trace_dir(straggler_run / "native")
     d = diagnose(run)
@@ -67,16 +67,16 @@ def test_straggler_is_named_alone(straggler_run):
 
 
 def test_slow_link_is_named_alone(link_run):
-    from netsim.diagnose import diagnose
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.diagnosis import diagnose
+    from netsim.traces.records import read_trace_dir
 
     d = diagnose(read_trace_dir(link_run))
     assert [sl.ranks for sl in d.slow_links] == [[2, 3]] and d.stragglers == []
 
 
 def test_clean_run_names_nobody(clean_run):
-    from netsim.diagnose import diagnose
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.diagnosis import diagnose
+    from netsim.traces.records import read_trace_dir
 
     d = diagnose(read_trace_dir(clean_run))
     assert d.stragglers == [] and d.slow_links == []
@@ -85,8 +85,8 @@ def test_clean_run_names_nobody(clean_run):
 def test_kineto_traces_hold_what_the_native_ones_hold(straggler_run):
     """Per profiled step, every rank's collectives (op, kind, bytes) and compute records
     (phase, name, layer, micro-batch) read from the torch.profiler files equal the native."""
-    from netsim.kineto import read_traces
-    from netsim.traces import read_trace_dir
+    from netsim.traces.kineto import read_traces
+    from netsim.traces.records import read_trace_dir
 
     native = read_trace_dir(straggler_run / "native")
     kin = read_traces(straggler_run / "kineto")
@@ -174,9 +174,9 @@ def test_newcomer_loop_predicts_its_own_run_within_10_percent(clean_run):
     host utilization the loop ran 7-13% low there (docs/diagnose.md)."""
     import numpy as np
 
-    from netsim.calibrated import default_host_cores, hardware_for
-    from netsim.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.calibrated import default_host_cores, hardware_for
+    from netsim.diagnose.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
+    from netsim.traces.records import read_trace_dir
     from netsim.workload import predict
 
     run = read_trace_dir(clean_run)

@@ -12,9 +12,15 @@ from collections import defaultdict
 
 import pytest
 
-from trainer.config import ModelConfig, ParallelConfig, TrainConfig, preset
+from trainer.config import (
+    ModelConfig,
+    ParallelConfig,
+    TrainConfig,
+    load_hf_config,
+    model_from_hf,
+    preset,
+)
 from trainer.flops import layer_forward_flops, parameter_count, training_flops
-from trainer.hf_config import load_hf_config, model_from_hf
 from trainer.mesh import Layout
 
 FLOAT64_TOL = 1e-10  # float64 layouts agree to ~1e-15; a wrong gradient moves the loss by >1e-5
@@ -241,8 +247,8 @@ def test_cli_config_json_with_ep_matches_selfcheck(selfcheck_modern, python, sub
 
 def test_calibrate_fits_the_ep_and_cp_collectives(selfcheck_modern):
     """``netsim calibrate`` reads the new records: all-to-all and the ep/cp kinds get fits."""
-    from netsim.calibration import fit_calibration
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.calibration import fit_calibration
+    from netsim.traces.records import read_trace_dir
 
     _, out = selfcheck_modern
     cal = fit_calibration([read_trace_dir(out / c) for c in ("m_ep2", "m_cp2")])
@@ -255,8 +261,8 @@ def test_job_from_a_modern_trace_predicts_cp_and_ep(selfcheck_modern):
     """The predictor reads the trace's cp, ep and model shape and prices their traffic. (tp x ep
     traces are not predicted: the predictor requires sequence parallelism with tp > 1 and
     ep > 1, Megatron-Core's rule, and the trainer has none.)"""
-    from netsim.calibration import fit_calibration, job_from_trace
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.calibration import fit_calibration, job_from_trace
+    from netsim.traces.records import read_trace_dir
     from netsim.workload import predict
 
     _, out = selfcheck_modern
@@ -289,8 +295,8 @@ def test_larger_rings_and_expert_groups_match_single_process(tmp_path):
 def test_host_model_counts_cp_and_ep_calls_as_the_trainer_makes_them(selfcheck_modern, case):
     """The CPU host model's ring-attention and all-to-all messages and bus bytes per
     rank-iteration equal those in the traces (``netsim.workload.host._cp_ep_calls``)."""
-    from netsim.calibration import job_from_trace
-    from netsim.traces import read_trace_dir
+    from netsim.diagnose.calibration import job_from_trace
+    from netsim.traces.records import read_trace_dir
     from netsim.workload.comm import bus_factor, ring_steps
     from netsim.workload.host import _cp_ep_calls
 

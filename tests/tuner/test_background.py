@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import JobSpec, predict
 from netsim.workload.flowcomm import FlowCommModel
 from topologies import Clos3Spec, clos3

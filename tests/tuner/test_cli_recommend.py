@@ -63,7 +63,7 @@ def test_dask_executor_needs_the_extra(monkeypatch) -> None:
 
     monkeypatch.setattr(builtins, "__import__", no_dask)
     hot = HotSpot("collision", 2, 400.0, 400.0, 100_000, 3_000_000, "test")
-    with pytest.raises(ValueError, match="dist"):  # the CC grid fans out through tuner.sweep
+    with pytest.raises(ValueError, match="dist"):  # the CC grid fans out through sweeps
         search_job_cc([hot], scheduler="tcp://127.0.0.1:8786")
 
 

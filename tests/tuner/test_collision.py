@@ -50,7 +50,7 @@ def test_slowdown_is_the_flow_engines_first_allocation(leaf_spine) -> None:
     # the same pairs as independent flows in the flow engine: its first allocation gives each
     # channel flow the rate the slowdown implies (NIC half-rate / slowdown)
     from netsim.flow import simulate_flows
-    from netsim.traffic import Flow
+    from netsim.scenario.traffic import Flow
 
     router = _one_uplink_router(leaf_spine)
     groups = np.array([[0, 8], [1, 9], [2, 10]])

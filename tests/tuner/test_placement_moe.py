@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from netsim.hfconfig import HF_PRESETS
+from netsim.model.hf import HF_PRESETS
 from netsim.workload import JobSpec
 from netsim.workload.layout import expert_groups, gpu_grid
 from topologies.builders import Clos3Spec

@@ -28,8 +28,8 @@ def fat_tree_job():
 def _flow_engine_pp_s(fabric, job, gpus, qps: int) -> float:
     """Every PP pair's 64 MB send at once in the flow engine, ``qps`` QPs per connection: the
     slowest pair's time."""
-    from netsim.hardware import get_hardware
-    from netsim.nccl import NcclConfig
+    from netsim.collectives.nccl import NcclConfig
+    from netsim.model.hardware import get_hardware
     from netsim.workload.comm import CommBatch, fabric_locality
     from netsim.workload.flowcomm import FlowCommModel
 

@@ -86,10 +86,10 @@ def test_bad_flap_spec(bad: str) -> None:
 
 def _flap_run(timeout: int, retry_cnt: int, flap_ps: int):
     """One 2 MB flow over a dumbbell whose trunk flaps for ``flap_ps`` 50 us after the start."""
-    from netsim.faults import LinkFlap
     from netsim.packet import PacketConfig, simulate_packets
     from netsim.packet.testbeds import ShortestPathRouter, dumbbell
-    from netsim.traffic import Flow
+    from netsim.scenario.faults import LinkFlap
+    from netsim.scenario.traffic import Flow
 
     fab = dumbbell(1, 1, host_gbps=100, core_gbps=100)
     cfg = PacketConfig(ib_timeout=timeout, retry_cnt=retry_cnt, max_time_ps=200 * 10**9)

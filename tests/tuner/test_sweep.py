@@ -1,4 +1,4 @@
-"""``netsim sweep`` and :mod:`tuner.sweep`: specs, the results file, resume, Dask, SIGKILL."""
+"""``netsim sweep`` and :mod:`sweeps`: specs, the results file, resume, Dask, SIGKILL."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner import sweep
+import sweeps as sweep
 from tuner.cli import main
+from tuner.cli import sweep as cli_sweep
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # sweep_fns: importable here and in Dask's spawned workers
@@ -45,7 +46,7 @@ def _canon(results) -> list[tuple]:
 
 
 def test_grid_is_cartesian_in_order() -> None:
-    spec = sweep.parse_spec({"command": "simulate", "args": {"level": "flow"},
+    spec = cli_sweep.parse_spec({"command": "simulate", "args": {"level": "flow"},
                              "grid": {"size": ["1MB", "4MB"], "seed": [1, 2, 3]}})
     assert spec.command == "simulate" and len(spec.points) == 6
     assert spec.points[0] == {"size": "1MB", "seed": 1}
@@ -57,11 +58,11 @@ def test_sample_is_seeded_distinct_and_in_range() -> None:
            "sample": {"n": 12, "seed": 7, "space": {"x": {"low": 1, "high": 1000, "log": True,
                                                           "int": True},
                                                     "offset": [0, 1]}}}
-    a, b = sweep.parse_spec(raw).points, sweep.parse_spec(raw).points
+    a, b = cli_sweep.parse_spec(raw).points, cli_sweep.parse_spec(raw).points
     assert a == b and len({sweep.point_key(p) for p in a}) == 12
     assert all(1 <= p["x"] <= 1000 and p["offset"] in (0, 1) for p in a)
     raw["sample"]["seed"] = 8
-    assert sweep.parse_spec(raw).points != a
+    assert cli_sweep.parse_spec(raw).points != a
 
 
 @pytest.mark.parametrize("raw, needle", [
@@ -77,11 +78,11 @@ def test_sample_is_seeded_distinct_and_in_range() -> None:
 ])
 def test_bad_specs_are_refused_with_the_field(raw, needle) -> None:
     with pytest.raises(ValueError, match=needle):
-        sweep.parse_spec(raw)
+        cli_sweep.parse_spec(raw)
 
 
 def test_cli_flags() -> None:
-    assert sweep.cli_flags({"fail_links": [1, 2], "no_pxn": True, "cc": None, "x": False,
+    assert cli_sweep.cli_flags({"fail_links": [1, 2], "no_pxn": True, "cc": None, "x": False,
                             "size": "4MB"}) == ["--fail-links", "1,2", "--no-pxn",
                                                 "--size", "4MB"]
 
@@ -94,7 +95,7 @@ def test_torn_last_line_is_ignored_and_truncated(tmp_path) -> None:
     rec = sweep.PointResult({"x": 1}, {"x": 1}, "ok", None, {"y": 1}, 0.1)
     path.write_text(json.dumps(rec.to_record()) + "\n" + '{"point": {"x": 2}, "ar')
     assert [r.point for r in sweep.read_results(path)] == [{"x": 1}]
-    sweep._ResultWriter(path).close()
+    sweep.runner._ResultWriter(path).close()
     assert path.read_text().count("\n") == 1 and path.read_text().endswith("\n")
 
 

@@ -14,6 +14,11 @@ class UsageError(Exception):
     """Bad input detected at the CLI boundary; printed as one line, exit status 2."""
 
 
+def add_command(sub, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """Register subcommand ``name`` (one line in ``netsim --help``, a paragraph in its own)."""
+    return sub.add_parser(name, help=help, description=description)
+
+
 def add_json_flag(parser: argparse.ArgumentParser) -> None:
     """Add the standard ``--json`` flag."""
     parser.add_argument(

@@ -2,7 +2,7 @@
 
 Each TRACE is a trainer ``--trace-dir`` (``trainer-trace/1``) or a ``python -m trainer.bench``
 JSON file (``trainer-bench/1``), or a directory of torch.profiler Chrome traces
-(``netsim.kineto``: the trainer's ``--profile`` or any PyTorch job). Prints every fit with its
+(``netsim.traces.kineto``: the trainer's ``--profile`` or any PyTorch job). Prints every fit with its
 residuals, and on stderr what the reader could not identify.
 """
 
@@ -11,17 +11,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli._output import add_json_flag, format_table, print_json, progress
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json, progress
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "calibrate",
-        help="fit compute throughput and alpha-beta per collective from trainer traces",
-        description="Fit compute throughput per operation shape and alpha-beta (latency, bus "
+    p = add_command(
+        sub, "calibrate",
+        "fit compute throughput and alpha-beta per collective from trainer traces",
+        "Fit compute throughput per operation shape and alpha-beta (latency, bus "
         "bandwidth) per collective and scope from trainer traces and microbenchmarks; report "
-        "the residuals.",
-    )
+        "the residuals.")
     p.add_argument("traces", nargs="+", metavar="TRACE",
                    help="trainer trace directory or trainer-bench JSON file")
     p.add_argument("-o", "--output", default="calibration.json",
@@ -45,9 +44,13 @@ def register(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from netsim.calibration import fit_calibration, fit_host_on_iterations, save_calibration
-    from netsim.kineto import read_traces
-    from netsim.traces import TraceRun, read_bench
+    from netsim.diagnose.calibration import (
+        fit_calibration,
+        fit_host_on_iterations,
+        save_calibration,
+    )
+    from netsim.traces.kineto import read_traces
+    from netsim.traces.records import TraceRun, read_bench
 
     runs, benches = [], []
     for path in progress(args.traces, desc="reading traces", enabled=sys.stderr.isatty()):
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                          ) from None
     if weight is not None and not 0.0 <= weight <= 1.0:
         raise ValueError(f"--comm-weight must lie in [0, 1], got {weight}")
-    from netsim.calibrated import default_host_cores, fit_warnings
+    from netsim.diagnose.calibrated import default_host_cores, fit_warnings
 
     cores = args.host_cores
     if cores is None and (cores := default_host_cores(runs)) is not None:

@@ -14,21 +14,20 @@ import sys
 import time
 from pathlib import Path
 
-from tuner.cli._output import add_json_flag, format_table, print_json
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 COLUMNS = ("mean_slowdown", "p95_slowdown", "mean_jct_s", "cross_tor_bytes", "cross_pod_bytes",
            "mean_fragmentation")
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "cluster",
-        help="replay jobs arriving and leaving a shared fabric under placement policies",
-        description="Jobs arrive (seeded generator or CSV trace) and are placed by each policy "
+    p = add_command(
+        sub, "cluster",
+        "replay jobs arriving and leaving a shared fabric under placement policies",
+        "Jobs arrive (seeded generator or CSV trace) and are placed by each policy "
         "on the servers free at that moment, with the running jobs' traffic sharing the "
         "fabric (flow engine). Reports per policy the slowdown over running alone, job "
-        "completion time, cross-ToR/pod bytes and fragmentation.",
-    )
+        "completion time, cross-ToR/pod bytes and fragmentation.")
     cmds = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     s = cmds.add_parser("simulate", help="replay a job stream under each policy")
     s.add_argument("--fabric", required=True, help="fabric preset or YAML/JSON file")

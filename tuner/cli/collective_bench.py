@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli._output import UsageError, add_json_flag, format_table, print_json
+from tuner.cli._output import UsageError, add_command, add_json_flag, format_table, print_json
 from tuner.cli.sim_flow import (
     DEFAULT_FABRIC,
     LOAD_MODE_ABOVE_RANKS,
@@ -24,12 +24,11 @@ DTYPE_BYTES = {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int8": 1}
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "collective-bench",
-        help="nccl-tests-like size sweep of a collective on the flow-level engine",
-        description="Sweep message sizes of a collective on a simulated fabric and print "
-        "time, algbw and busbw as nccl-tests does.",
-    )
+    p = add_command(
+        sub, "collective-bench",
+        "nccl-tests-like size sweep of a collective on the flow-level engine",
+        "Sweep message sizes of a collective on a simulated fabric and print "
+        "time, algbw and busbw as nccl-tests does.")
     p.add_argument("--op", default="allreduce",
                    help="allreduce, allgather, reducescatter, broadcast, alltoall, sendrecv")
     p.add_argument("--fabric", default=None, help=f"preset or fabric file (default {DEFAULT_FABRIC})")

@@ -11,17 +11,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.cli._output import add_json_flag, format_table, print_json
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "diagnose",
-        help="find stragglers and slow links in trainer or torch.profiler traces",
-        description="Per-rank, per-step compute and communication; stragglers (ranks slower "
+    p = add_command(
+        sub, "diagnose",
+        "find stragglers and slow links in trainer or torch.profiler traces",
+        "Per-rank, per-step compute and communication; stragglers (ranks slower "
         "than their peers in the same role), slow links (groups slower than their peers), the "
-        "skew at the last data-parallel reduction, and what-ifs through the predictor.",
-    )
+        "skew at the last data-parallel reduction, and what-ifs through the predictor.")
     p.add_argument("trace_dir", metavar="TRACE_DIR", help="native or torch.profiler traces")
     p.add_argument("--plot", metavar="DIR", help="write the rank x step heat map DIR/heatmap.png")
     p.add_argument("--at-scale", type=int, metavar="GPUS",
@@ -34,8 +33,8 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from netsim.diagnose import diagnose, plot_heatmap, whatifs
-    from netsim.kineto import read_traces
+    from netsim.diagnose.diagnosis import diagnose, plot_heatmap, whatifs
+    from netsim.traces.kineto import read_traces
 
     run_ = read_traces(args.trace_dir)
     if args.at_scale is not None and args.at_scale < 1:
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     d.notes += getattr(run_, "notes", [])
     cal = None
     if args.calibration:
-        from netsim.calibration import load_calibration
+        from netsim.diagnose.calibration import load_calibration
 
         cal = load_calibration(args.calibration)
     d.whatif = whatifs(run_, d.stragglers, args.at_scale, cal)

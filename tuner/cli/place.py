@@ -10,21 +10,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.cli._output import add_json_flag, format_table, print_json
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 
 def register(sub) -> argparse.ArgumentParser:
     from tuner.jobs import add_job_arguments
     from tuner.placement import STRATEGIES
 
-    p = sub.add_parser(
-        "place",
-        help="map ranks to GPUs (topology-aware, linear, random) and compare them",
-        description="Place a 3D-parallel job's ranks on a fabric: TP inside a server, the "
+    p = add_command(
+        sub, "place",
+        "map ranks to GPUs (topology-aware, linear, random) and compare them",
+        "Place a 3D-parallel job's ranks on a fabric: TP inside a server, the "
         "heaviest groups under one ToR set then one pod, DP groups on one rail, then a local "
         "search. Prints cross-ToR and cross-pod bytes and the predicted iteration time (with "
-        "ECMP collisions from the flow engine) of every strategy.",
-    )
+        "ECMP collisions from the flow engine) of every strategy.")
     p.add_argument("--fabric", default="megascale", help="fabric preset or YAML/JSON file")
     add_job_arguments(p)
     p.add_argument("--free", default=None, type=Path,
@@ -43,10 +42,10 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def load_calibration(path):
-    """A ``netsim.calibration`` fit, or None."""
+    """A ``netsim.diagnose.calibration`` fit, or None."""
     if not path:
         return None
-    from netsim.calibration import load_calibration as load
+    from netsim.diagnose.calibration import load_calibration as load
 
     return load(path)
 

@@ -15,19 +15,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tuner.cli._output import add_json_flag, format_table, print_json, progress
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json, progress
 
 OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm")
 COMM_MODELS = ("flow", "analytic")
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "predict",
-        help="predict iteration time and MFU of a 3D-parallel training job",
-        description="Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
-        "communication on the fabric) of a GPT model. Flags override the model preset.",
-    )
+    p = add_command(
+        sub, "predict",
+        "predict iteration time and MFU of a 3D-parallel training job",
+        "Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
+        "communication on the fabric) of a GPT model. Flags override the model preset.")
     p.add_argument("--job", default=None,
                    help="YAML/JSON job file (keys of JobSpec) or packaged job name "
                    "(gpt3-175b, tiny, ...); flags win")
@@ -211,18 +210,18 @@ def _comm_kind(args: argparse.Namespace) -> str:
 def _hardware_and_calibration(args: argparse.Namespace, job):
     """(job, hardware profile, calibration): the calibrated profile, the job of ``--like``
     with the host cores of that run, and the ``--nic-scale`` what-if."""
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
 
     hw = get_hardware(job.gpu)
     calibration, avail = None, None
     if args.calibration:
-        from netsim.calibrated import hardware_for
-        from netsim.calibration import load_calibration
+        from netsim.diagnose.calibrated import hardware_for
+        from netsim.diagnose.calibration import load_calibration
 
         calibration = load_calibration(args.calibration)
         hw = hardware_for(calibration, args.gpu)
     if args.like:
-        from netsim.calibrated import job_like
+        from netsim.diagnose.calibrated import job_like
 
         job, avail = job_like(args.like, _job_overrides(args))
     if avail is not None and hw.host_cores < float("inf"):

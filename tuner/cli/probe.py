@@ -5,17 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.cli._output import add_json_flag, format_table, print_json
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "probe",
-        help="read RDMA NICs: ports, link layer, MTU, speed, RoCE v2 GIDs, DCQCN settings",
-        description="Read the host's RDMA devices through pyverbs (rdma-core; Debian package "
+    p = add_command(
+        sub, "probe",
+        "read RDMA NICs: ports, link layer, MTU, speed, RoCE v2 GIDs, DCQCN settings",
+        "Read the host's RDMA devices through pyverbs (rdma-core; Debian package "
         "python3-pyverbs) and the NIC congestion settings from sysfs. With no RDMA device it "
-        "says so in one line and exits 0.",
-    )
+        "says so in one line and exits 0.")
     p.add_argument("--sysfs", default="/sys", type=Path,
                    help="root of the sysfs tree to read (default /sys)")
     p.add_argument("--no-pyverbs", action="store_true", help="read sysfs only")

@@ -10,20 +10,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tuner.cli._output import add_json_flag, format_table, print_json, progress
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json, progress
 
 
 def register(sub) -> argparse.ArgumentParser:
     from tuner.jobs import add_job_arguments
 
-    p = sub.add_parser(
-        "recommend",
-        help="recommend placement and NCCL/NIC/switch settings with reasons and predicted effects",
-        description="Search placement, QPs per connection, NCCL algorithm/protocol per size, "
+    p = add_command(
+        sub, "recommend",
+        "recommend placement and NCCL/NIC/switch settings with reasons and predicted effects",
+        "Search placement, QPs per connection, NCCL algorithm/protocol per size, "
         "DCQCN/ECN parameters (packet engine on the job's hot spot) and the retransmit timeout; "
         "write nccl.env, nccl_tuner.csv, nic_dcqcn.conf, switch_qos.yaml, placement.json and "
-        "report.md.",
-    )
+        "report.md.")
     p.add_argument("--fabric", default="megascale", help="fabric preset or YAML/JSON file")
     add_job_arguments(p)
     p.add_argument("--calibration", default=None, help="calibration.json from netsim calibrate")

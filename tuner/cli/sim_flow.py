@@ -66,7 +66,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def nccl_from_args(args: argparse.Namespace):
     """NcclConfig from the CLI flags (unset flags keep NCCL's defaults)."""
-    from netsim.nccl import NcclConfig
+    from netsim.collectives.nccl import NcclConfig
 
     kw = {}
     if getattr(args, "channels", None) is not None:
@@ -170,8 +170,8 @@ def _run_collective(args, fabric, model, failed, size) -> int:
 
 
 def _run_traffic(args, fabric, model, failed, size) -> int:
-    from netsim import traffic
     from netsim.flow import simulate_flows
+    from netsim.scenario import traffic
 
     rng = np.random.default_rng(args.seed)
     qps = getattr(args, "qps", None) or 1

@@ -72,7 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _flows(args, fabric, size: int, rng):
-    from netsim import traffic
+    from netsim.scenario import traffic
 
     spec = args.traffic or "permutation"
     qps = args.qps or 1
@@ -128,11 +128,11 @@ def _duration_or_none(text):
 
 
 def run(args: argparse.Namespace) -> int:
-    from netsim.faults import parse_flap
     from netsim.packet import simulate_packets
     from netsim.packet.build import check_packet_size
     from netsim.packet.build_mode import engine_build
     from netsim.packet.plots import write_series
+    from netsim.scenario.faults import parse_flap
     from topologies import load_fabric
     from topologies.files import resolve_spec
     from topologies.routing import Router

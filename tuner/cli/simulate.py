@@ -9,18 +9,17 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from tuner.cli._output import add_json_flag
+from tuner.cli._output import add_command, add_json_flag
 
 LEVELS = {"packet": "tuner.cli.sim_packet", "flow": "tuner.cli.sim_flow"}
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "simulate",
-        help="simulate traffic or a collective on a fabric (packet or flow level)",
-        description="Simulate traffic on a fabric with the packet-level (detailed) or the "
-        "flow-level (scalable) engine.",
-    )
+    p = add_command(
+        sub, "simulate",
+        "simulate traffic or a collective on a fabric (packet or flow level)",
+        "Simulate traffic on a fabric with the packet-level (detailed) or the "
+        "flow-level (scalable) engine.")
     p.add_argument("--level", choices=sorted(LEVELS), default="packet",
                    help="engine: packet (queues, PFC, ECN, retransmission) or flow (10k+ GPUs)")
     p.add_argument("--fabric", default=None,

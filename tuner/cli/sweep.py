@@ -4,24 +4,32 @@ The spec names a subcommand (``command: simulate``) or a callable (``command: pk
 returning a JSON-able dict), fixed ``args`` and one of ``grid`` (cartesian), ``list`` (explicit
 points) and ``sample`` (``n`` seeded draws). Results go to ``DIR/results.jsonl`` (one line per
 finished point) and ``DIR/results.csv``; a rerun into the same DIR resumes. See
-``docs/experiments.md`` and :mod:`tuner.sweep`.
+``docs/experiments.md`` and :mod:`sweeps` (the engine; this module adds the ``netsim``
+commands as a kind of point).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import io
+import json
+import threading
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from tuner.cli._output import add_json_flag, format_table, print_json
+import sweeps
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "sweep",
-        help="run a parameter grid of a netsim command or a Python function on Dask",
-        description="Run every point of a sweep spec (YAML) on a Dask cluster, appending each "
-        "result to DIR/results.jsonl as it finishes; a rerun skips finished points.",
-    )
+    p = add_command(
+        sub, "sweep",
+        "run a parameter grid of a netsim command or a Python function on Dask",
+        "Run every point of a sweep spec (YAML) on a Dask cluster, appending each "
+        "result to DIR/results.jsonl as it finishes; a rerun skips finished points.")
     p.add_argument("spec", help="sweep spec: command (or module:function), args, "
                                 "grid | list | sample")
     p.add_argument("-o", "--out", required=True, metavar="DIR",
@@ -39,22 +47,79 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner import sweep
-
     if args.workers is not None and args.workers < 0:
         raise ValueError("--workers must be >= 0")
     spec_path = Path(args.spec)
-    spec = sweep.load_spec(spec_path)
+    spec = load_spec(spec_path)
     if args.workers != 0 or args.scheduler:
-        sweep._import_dask()  # one line naming the extra, before any work
-    summary = sweep.run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
+        sweeps.runner._import_dask()  # one line naming the extra, before any work
+    summary = sweeps.run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
                               progress=not args.no_progress, spec_text=spec_path.read_text(),
-                              retry_errors=args.retry_errors)
+                              retry_errors=args.retry_errors,
+                               command_point=CommandPoint)
     if args.json:
         print_json(summary)
     else:
         print(format_table(["points", "ok", "errors", "resumed", "ran", "wall_s"],
                            [[summary.points, summary.ok, summary.errors, summary.resumed,
                              summary.ran, summary.wall_s]]))
-        print(f"results: {Path(args.out) / sweep.RESULTS_JSONL}, {Path(args.out) / sweep.RESULTS_CSV}")
+        print(f"results: {Path(args.out) / sweeps.RESULTS_JSONL}, {Path(args.out) / sweeps.RESULTS_CSV}")
     return 0
+
+
+def _subcommands() -> tuple[str, ...]:
+    from tuner.cli import SUBCOMMANDS
+
+    return SUBCOMMANDS
+
+
+def load_spec(path) -> sweeps.SweepSpec:
+    """:func:`sweeps.load_spec` with the ``netsim`` subcommands as the commands a spec may name."""
+    return sweeps.load_spec(path, commands=_subcommands())
+
+
+def parse_spec(raw: Any, where: str = "spec") -> sweeps.SweepSpec:
+    """:func:`sweeps.parse_spec` with the ``netsim`` subcommands."""
+    return sweeps.parse_spec(raw, where, commands=_subcommands())
+
+
+_CLI_LOCK = threading.Lock()  # stdout is per process: one captured CLI call at a time
+
+
+@dataclasses.dataclass(frozen=True)
+class CommandPoint:
+    """Runs ``netsim COMMAND --flag value ... --json`` in the worker and returns its JSON."""
+
+    command: str
+    args: dict
+
+    def __call__(self, point: dict) -> Any:
+        from tuner.cli import main
+
+        argv = [self.command, *cli_flags({**self.args, **point}), "--json"]
+        out, err = io.StringIO(), io.StringIO()
+        with _CLI_LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv)
+            except SystemExit as exc:  # argparse rejected a flag: its message is on stderr
+                rc = exc.code if isinstance(exc.code, int) else 2
+        if rc:
+            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+            raise RuntimeError(lines[-1] if lines else f"netsim {self.command} exited {rc}")
+        return json.loads(out.getvalue())
+
+
+def cli_flags(args: Mapping) -> list[str]:
+    """``{fail_links: [1, 2], no_pxn: true, size: 4MB}`` -> ``--fail-links 1,2 --no-pxn --size 4MB``."""
+    flags: list[str] = []
+    for k, v in args.items():
+        flag = "--" + str(k).replace("_", "-")
+        if v is None or v is False:
+            continue
+        if v is True:
+            flags.append(flag)
+        elif isinstance(v, list):
+            flags += [flag, ",".join(str(x) for x in v)]
+        else:
+            flags += [flag, str(v)]
+    return flags

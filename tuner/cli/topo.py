@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from tuner.cli._output import add_json_flag, format_table, print_json
+from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 
 def register(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "topo",
-        help="build a fabric (preset or file) and report its counts, bisection and ECMP width",
-        description="Build a fabric from a preset name (megascale, megascale-4x, fat-tree-k4, "
+    p = add_command(
+        sub, "topo",
+        "build a fabric (preset or file) and report its counts, bisection and ECMP width",
+        "Build a fabric from a preset name (megascale, megascale-4x, fat-tree-k4, "
         "fat-tree-k8, leaf-spine-64) or a .yaml/.json fabric file and report switch and link "
-        "counts by tier, bisection bandwidth, oversubscription, diameter and ECMP widths.",
-    )
+        "counts by tier, bisection bandwidth, oversubscription, diameter and ECMP widths.")
     p.add_argument("spec", nargs="?", default="megascale",
                    help="preset name or fabric file (default: megascale)")
     p.add_argument("--draw", metavar="OUT.png", default=None,

@@ -10,7 +10,7 @@ RUNS=$2
 HERE=tests/data/hpcc-ns3
 PY=${PYTHON:-python}
 COMMIT=$(git -C "$SIM" rev-parse HEAD)
-$PY -m netsim.cc.reference ns3-inputs "$RUNS" > /dev/null
+$PY -m netsim.validation.reference ns3-inputs "$RUNS" > /dev/null
 for d in "$RUNS"/*/; do
   name=$(basename "$d")
   mkdir -p "$HERE/inputs/$name"
@@ -26,4 +26,4 @@ for d in "$RUNS"/*/; do
     gzip -9n < "$d/run$r/pfc.txt" > "$HERE/outputs/$name/run$r/pfc.txt.gz"
   done
 done
-$PY -m netsim.cc.reference ns3-collect "$RUNS" "$HERE/results.json.gz" --commit "$COMMIT"
+$PY -m netsim.validation.reference ns3-collect "$RUNS" "$HERE/results.json.gz" --commit "$COMMIT"

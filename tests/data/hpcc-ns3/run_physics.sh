@@ -1,5 +1,5 @@
 #!/bin/sh
-# Issue 17's physics criteria on the HPCC ns-3 reference (netsim/cc/physics_ref.py): the
+# Issue 17's physics criteria on the HPCC ns-3 reference (netsim/validation/physics_ref.py): the
 # physics scenarios with the bottleneck switch traced (ENABLE_TRACE 1), on the unmodified
 # reference ("plain", RngRun 1-4) and on the reference with its DCQCN rate changes applied
 # through its own RdmaHw::ChangeRate ("repaced", NIC-default scenarios, RngRun 1-4), folded
@@ -24,7 +24,7 @@ sed -e '668s/q->m_rate = \(.*\);$/ChangeRate(q, \1);/' -e '703s/q->m_rate = \(.*
   g++ -shared -pthread -o "$RUNS/lib/libns3.18-point-to-point-optimized.so" \
     $(ls build/src/point-to-point/model/*.o build/src/point-to-point/helper/*.o | grep -v /rdma-hw.cc.1.o) \
     "$RUNS/lib/rdma-hw.o")
-$PY -m netsim.cc.physics_ref inputs "$RUNS/plain" > /dev/null
+$PY -m netsim.validation.physics_ref inputs "$RUNS/plain" > /dev/null
 one() {  # one() VARIANT SCENARIO RNGRUN [LIBDIR]
   d="$RUNS/$1/$2"; mkdir -p "$d/run$3"
   [ "$1" = plain ] || cp "$RUNS/plain/$2/"*.txt "$d/"
@@ -40,5 +40,5 @@ for d in "$RUNS"/plain/*/; do
     for r in 1 2 3 4; do one repaced "$name" $r "$RUNS/lib"; done ;;
   esac
 done
-$PY -m netsim.cc.physics_ref summarize "$HERE/physics.json.gz" \
+$PY -m netsim.validation.physics_ref summarize "$HERE/physics.json.gz" \
     --runs plain="$RUNS/plain" --runs repaced="$RUNS/repaced"

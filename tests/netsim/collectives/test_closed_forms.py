@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from netsim.collectives import CollectiveCall, busbw_factor, run_collective, run_concurrent
+from netsim.collectives.nccl import NcclConfig
 from netsim.flow import SharingModel
-from netsim.nccl import NcclConfig
 
 S = 1 << 30
 ALPHA_US = 5.0

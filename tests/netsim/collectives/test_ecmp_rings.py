@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from netsim.collectives import CollectiveCall, run_collective, simulate_calls
+from netsim.collectives.nccl import NcclConfig
 from netsim.flow import SharingModel
 from netsim.flow.stats import max_load_distribution
-from netsim.nccl import NcclConfig
 
 S = 1 << 28
 

@@ -14,7 +14,7 @@ import pytest
 
 from netsim.collectives import run_collective
 from netsim.collectives.load import alltoall_load
-from netsim.nccl import NcclConfig
+from netsim.collectives.nccl import NcclConfig
 from topologies import Clos3Spec, clos3
 
 SIZE = 1 << 28

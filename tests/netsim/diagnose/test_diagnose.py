@@ -1,4 +1,4 @@
-"""netsim.diagnose on synthetic traces with known stragglers and slow links, predict's
+"""netsim.diagnose.diagnosis on synthetic traces with known stragglers and slow links, predict's
 stragglers, the Kineto reader on a synthetic profiler document, and bad trace directories."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netsim.diagnose import diagnose, find_slow_links, outliers, sign_confidence, whatifs
-from netsim.traces import read_trace_dir
+from netsim.diagnose.diagnosis import diagnose, find_slow_links, outliers, sign_confidence, whatifs
+from netsim.traces.records import read_trace_dir
 from netsim.workload import JobSpec, predict
 
 MODEL = {"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256, "seq": 32, "vocab": 128}
@@ -165,7 +165,7 @@ def test_bad_directories_are_named(tmp_path):
 def test_kineto_reader_on_a_profiler_document(tmp_path):
     """A minimal Chrome trace as torch.profiler writes it for an NCCL job (record_param_comms
     with its kernel) and for a foreign job (no trainer_meta): both read, gaps reported."""
-    from netsim.kineto import read_traces
+    from netsim.traces.kineto import read_traces
 
     for rank in range(2):
         ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#4", "pid": 1,
@@ -297,7 +297,7 @@ def test_lone_rank_stages_compare_per_layer_compute(tmp_path):
 def test_least_work_sees_through_disturbed_records():
     """A kind's work is its shortest record times the count: stalls added to some records do
     not move it, a rank slower in every record moves it by its slowdown."""
-    from netsim.diagnose import least_work
+    from netsim.diagnose.diagnosis import least_work
 
     base = [1.0, 1.0, 1.0, 1.0]
     assert least_work([1.0, 1.6, 1.0, 2.5]) == least_work(base) == 4.0

@@ -17,7 +17,7 @@ import pytest
 
 from netsim.flow import SharingModel, simulate_flows
 from netsim.flow.stats import max_load_distribution
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
 
 SIZE = 10_000_000
 TRIALS = 60

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from netsim.flow import SharingModel, simulate_flows
-from netsim.traffic import Flow, permutation
+from netsim.scenario.traffic import Flow, permutation
 
 S = 50_000_000
 

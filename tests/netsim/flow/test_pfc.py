@@ -15,7 +15,7 @@ from netsim.flow.engine import simulate_flows
 from netsim.flow.maxmin import Incidence, maxmin_rates
 from netsim.flow.pfc import pfc_rates, waterfill
 from netsim.flow.sharing import SharingModel
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
 
 S = 50_000_000
 

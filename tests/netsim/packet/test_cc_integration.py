@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("netsim.cc")
 
 from netsim.packet.testbeds import dumbbell, star  # noqa: E402
-from netsim.traffic import Flow  # noqa: E402
+from netsim.scenario.traffic import Flow  # noqa: E402
 
 GOODPUT_400G = 400 * 4096 / (4096 + 82)  # Gb/s of payload at 400G line rate
 

@@ -8,7 +8,7 @@ bottleneck queue mostly (here: at least half the samples) between Kmin and Kmax.
 run checks the PFC reduction on a short case; the matrix is slow. Where the engine misses a
 criterion the case is ``xfail(strict=True)`` with the measured figure and its cause, and, where
 the HPCC ns-3 reference was run on the same scenario (``tests/data/hpcc-ns3/physics.json.gz``,
-``netsim/cc/physics_ref.py``), the reference's figure: a miss the reference shares is a property
+``netsim/validation/physics_ref.py``), the reference's figure: a miss the reference shares is a property
 of DCQCN with these parameters, not of this engine (docs/congestion-control.md, "NIC defaults
 on one port").
 """
@@ -22,7 +22,7 @@ import pytest
 
 from netsim.packet import PacketConfig, simulate_packets
 from netsim.packet.testbeds import ShortestPathRouter, dumbbell, star
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
 
 GOODPUT = 4096 / (4096 + 82)  # payload share of the wire at the default MTU
 LONG_BYTES = 100_000_000  # the issue's "long (>= 100 MB)"

@@ -66,7 +66,7 @@ def test_a_simulator_with_pending_events_is_freed():
     from netsim.packet import PacketConfig
     from netsim.packet.build import _make_qps, build_sim
     from netsim.packet.testbeds import ShortestPathRouter, star
-    from netsim.traffic import Flow
+    from netsim.scenario.traffic import Flow
 
     fab = star(5, host_gbps=400, latency_ns=1000)
     flows = [Flow(f"h{i + 1}", "h0", 400_000) for i in range(4)]

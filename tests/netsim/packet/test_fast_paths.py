@@ -13,11 +13,11 @@ from functools import cache
 import numpy as np
 import pytest
 
-from netsim.invariants import check_conservation
 from netsim.packet import PacketConfig, simulate_packets
 from netsim.packet.digest import SCENARIOS, result_digest, run_scenario
 from netsim.packet.testbeds import ShortestPathRouter, star
-from netsim.traffic import Flow, permutation
+from netsim.scenario.traffic import Flow, permutation
+from netsim.validation.invariants import check_conservation
 from topologies import FatTreeSpec, fat_tree
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from netsim.faults import LinkFlap
 from netsim.packet import PacketConfig, simulate_packets
-from netsim.traffic import Flow
+from netsim.scenario.faults import LinkFlap
+from netsim.scenario.traffic import Flow
 from topologies import load_fabric
 from topologies.routing import Router
 

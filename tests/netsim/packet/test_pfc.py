@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from netsim.invariants import check_conservation
 from netsim.packet.telemetry import find_pause_cycle
 from netsim.packet.testbeds import ClockwiseRouter, hol_layout, ring, star
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
+from netsim.validation.invariants import check_conservation
 
 SMALL = dict(buffer_bytes=2_000_000, ib_timeout=8)  # 2 MB switch, 1 ms retransmit timer
 

@@ -8,7 +8,7 @@ import pytest
 
 from netsim.packet import PacketConfig, simulate_packets
 from netsim.packet.testbeds import ShortestPathRouter, hol_layout, star
-from netsim.traffic import Flow, permutation
+from netsim.scenario.traffic import Flow, permutation
 from topologies import FatTreeSpec, fat_tree
 
 WINDOWS_PS = (0, 250_000, 500_000, 1_000_000)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netsim.invariants import check_capacity, check_conservation
 from netsim.packet import PacketConfig
 from netsim.packet.testbeds import dumbbell
-from netsim.traffic import Flow
+from netsim.scenario.traffic import Flow
+from netsim.validation.invariants import check_capacity, check_conservation
 from topologies.units import PS_PER_S
 
 

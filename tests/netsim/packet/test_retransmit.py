@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from netsim.faults import LinkFlap
 from netsim.packet import PacketConfig
 from netsim.packet.testbeds import dumbbell
-from netsim.traffic import Flow
+from netsim.scenario.faults import LinkFlap
+from netsim.scenario.traffic import Flow
 
 US = 1_000_000  # ps
 

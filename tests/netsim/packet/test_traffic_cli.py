@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from netsim.faults import LinkFlap, parse_flap
 from netsim.packet import PacketConfig, simulate_packets
-from netsim.traffic import Flow, alltoall, incast, load_flows, permutation
+from netsim.scenario.faults import LinkFlap, parse_flap
+from netsim.scenario.traffic import Flow, alltoall, incast, load_flows, permutation
 from topologies import fat_tree
 from tuner.cli import main
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from netsim.models import ModelConfig
+from netsim.model.models import ModelConfig
 from netsim.workload.comm import bus_factor
 
 MODEL = {"layers": 4, "hidden": 64, "heads": 4, "ffn_hidden": 256, "seq": 32, "vocab": 128}

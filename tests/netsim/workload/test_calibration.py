@@ -6,8 +6,13 @@ import json
 
 import pytest
 
-from netsim.calibration import fit_calibration, job_from_trace, load_calibration, save_calibration
-from netsim.traces import read_bench, read_trace_dir
+from netsim.diagnose.calibration import (
+    fit_calibration,
+    job_from_trace,
+    load_calibration,
+    save_calibration,
+)
+from netsim.traces.records import read_bench, read_trace_dir
 from netsim.workload import JobSpec, predict
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from netsim.hfconfig import HF_PRESETS
+from netsim.model.hf import HF_PRESETS
 from tuner.cli import main
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from netsim.collectives import CollectiveCall, run_concurrent
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import CommBatch, fabric_locality
 from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
 from topologies import Clos3Spec, clos3

@@ -13,9 +13,9 @@ import math
 
 import pytest
 
-from netsim.calibration import fit_calibration
-from netsim.hardware import A100
-from netsim.traces import read_trace_dir
+from netsim.diagnose.calibration import fit_calibration
+from netsim.model.hardware import A100
+from netsim.traces.records import read_trace_dir
 from netsim.workload import JobSpec, predict
 from netsim.workload.host import HostCost, stage_calls
 
@@ -107,7 +107,7 @@ def test_calibration_deflates_time_sliced_records(trace_dirs, truth):
 
 def test_calibrate_cli_host_cores(trace_dirs, tmp_path, capsys):
     """``netsim calibrate --host-cores`` writes the host fit; the predict side reads it back."""
-    from netsim.calibration import load_calibration
+    from netsim.diagnose.calibration import load_calibration
     from tuner.cli import main
 
     out = tmp_path / "cal.json"
@@ -148,7 +148,7 @@ def test_idle_share_of_the_cores_stretches_the_host_bound(utilization):
 def test_calibration_measures_utilization_from_host_records():
     from types import SimpleNamespace
 
-    from netsim.calibration import host_utilization
+    from netsim.diagnose.calibration import host_utilization
 
     runs = [SimpleNamespace(host={"trainer_cores": 1.8, "available_cores": 2.0}),
             SimpleNamespace(host={"trainer_cores": 1.2, "available_cores": 1.25}),

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import pytest
 
-from netsim.calibration import (
+from netsim.diagnose.calibration import (
     _host_variant,
     fit_calibration,
     fit_host_on_iterations,
     job_from_trace,
 )
-from netsim.traces import read_trace_dir
+from netsim.traces.records import read_trace_dir
 from netsim.workload import predict
 
 from .conftest import write_trace

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 from netsim.workload import JobSpec, Overlap, predict
 from netsim.workload.megascale_opts import MegaScaleOpts, ablation_steps, apply, swa_pair_fraction
 

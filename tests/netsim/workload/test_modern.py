@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from netsim.hfconfig import HF_PRESETS, model_from_hf
-from netsim.models import ModelConfig, get_model
+from netsim.model.hf import HF_PRESETS, model_from_hf
+from netsim.model.models import ModelConfig, get_model
 from netsim.workload import JobSpec, Overlap, predict
 from netsim.workload.layout import expert_groups, gpu_grid, rank_ids, stage_layers
 
@@ -151,7 +151,7 @@ def test_cp_splits_compute_and_adds_ring_traffic():
 
 
 def test_ep_all_to_all_sized_from_tokens_topk_hidden_capacity():
-    from netsim.workload.predict import ep_bytes
+    from netsim.workload.volumes import ep_bytes
 
     job = JobSpec(model="mixtral-8x7b", gpu="h100", tp=1, pp=1, dp=8, ep=8, seq=4096,
                   global_batch=8, capacity_factor=1.25)
@@ -210,7 +210,7 @@ def test_flow_model_prices_ep_all_to_all_on_the_fabric(fat_tree_k4_flow):
 
 @pytest.fixture
 def fat_tree_k4_flow():
-    from netsim.hardware import A100
+    from netsim.model.hardware import A100
     from netsim.workload import FlowCommModel
     from topologies import load_fabric
 
@@ -223,8 +223,8 @@ def test_flow_all_to_all_of_groups_that_share_servers_with_others():
     """EP groups scattered over servers (PXN relays on GPUs outside the group) are priced on
     the flow engine, and each group priced alone matches the collectives runner."""
     from netsim.collectives import run_collective
-    from netsim.hardware import A100
-    from netsim.nccl import NcclConfig
+    from netsim.collectives.nccl import NcclConfig
+    from netsim.model.hardware import A100
     from netsim.workload import FlowCommModel
     from netsim.workload.comm import CommBatch, fabric_locality
     from topologies.builders import Clos3Spec

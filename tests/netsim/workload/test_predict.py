@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from netsim.hardware import A100, H100
-from netsim.models import get_model
+from netsim.model.hardware import A100, H100
+from netsim.model.models import get_model
 from netsim.workload import (
     AnalyticCommModel,
     CommBatch,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.published.run import fit_gemm_efficiency, rows
-from netsim.hardware import A100
+from netsim.model.hardware import A100
 
 TOLERANCE = 0.15
 

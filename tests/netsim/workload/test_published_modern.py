@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.published.modern import LLAMA3_TABLE4, llama3_job, modern_rows
-from netsim.hardware import get_hardware
+from netsim.model.hardware import get_hardware
 from netsim.workload import predict
 
 

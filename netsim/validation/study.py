@@ -1,7 +1,7 @@
 """Compare the congestion-control algorithms on one bottleneck (fluid) and in the packet engine.
 
-``python -m netsim.cc.study fluid`` runs :func:`netsim.cc.fluid.simulate_bottleneck` for every
-algorithm and N senders; ``python -m netsim.cc.study packet`` runs a 16:1 incast on a star and
+``python -m netsim.validation.study fluid`` runs :func:`netsim.cc.fluid.simulate_bottleneck` for every
+algorithm and N senders; ``python -m netsim.validation.study packet`` runs a 16:1 incast on a star and
 4 staggered flows through one trunk (dumbbell) in :func:`netsim.packet.simulate_packets`. Both
 print one row per run; the figures in ``docs/congestion-control.md`` come from these commands.
 """
@@ -39,7 +39,7 @@ def fluid_rows(ns=(2, 4, 8), seed: int = 0, duration_ms: float = 20.0) -> Iterat
 
 def _packet_case(case: str):
     from netsim.packet.testbeds import dumbbell, star
-    from netsim.traffic import Flow
+    from netsim.scenario.traffic import Flow
 
     if case == "incast":
         fab = star(17)
@@ -83,8 +83,8 @@ def _print(rows: Iterator[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m netsim.cc.study fluid|packet``."""
-    ap = argparse.ArgumentParser(prog="python -m netsim.cc.study", description=__doc__)
+    """Entry point: ``python -m netsim.validation.study fluid|packet``."""
+    ap = argparse.ArgumentParser(prog="python -m netsim.validation.study", description=__doc__)
     ap.add_argument("what", choices=("fluid", "packet"))
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args(argv)

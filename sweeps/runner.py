@@ -1,25 +1,4 @@
-"""Parameter sweeps on Dask: one way to fan work out (``netsim sweep`` and the CC search).
-
-Two layers:
-
-:func:`run_points`
-    the engine. Calls ``fn(point)`` for every point (a dict) on a Dask cluster: a local
-    ``dask.distributed`` cluster of ``workers`` processes by default, an existing one when
-    ``scheduler`` is an address (``tcp://HOST:PORT``), or in this process when ``workers=0``.
-    With ``out_dir`` every finished point is appended to ``out_dir/results.jsonl`` as it
-    arrives, and a rerun skips the points already there (resume). Returns one
-    :class:`PointResult` per point, in the order of ``points``.
-:func:`run_sweep`
-    a sweep spec (YAML, :func:`load_spec`): a ``netsim`` subcommand or a ``module:function``,
-    fixed ``args`` and a ``grid`` / ``list`` / ``sample`` of points; keeps ``spec.yaml`` and
-    ``results.csv`` beside ``results.jsonl``.
-
-Crash safety: only the calling process writes ``results.jsonl``; each record is one whole line
-written with a single ``write``, then flushed and fsynced. A kill (SIGKILL included) can leave at
-most a torn last line, which :func:`read_results` ignores and the next run truncates before it
-appends, so a point is never recorded twice and never half; the points in flight are lost and run
-again.
-"""
+"""Running sweeps on Dask: the points, the crash-safe results file, resume, a whole spec."""
 
 from __future__ import annotations
 
@@ -27,23 +6,17 @@ import contextlib
 import csv
 import dataclasses
 import importlib
-import io
-import itertools
 import json
 import math
 import os
 import sys
-import threading
 import time
-import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-
-from inputspec import rule
 
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
@@ -92,6 +65,17 @@ class SweepSummary:
 
 
 # --------------------------------------------------------------------------- point identity
+
+
+@dataclasses.dataclass
+class SweepSpec:
+    """A validated sweep spec: what to run (``command`` or ``function``), ``args``, ``points``."""
+
+    command: str | None  # a netsim subcommand ...
+    function: str | None  # ... or "module:function"
+    args: dict
+    points: list[dict]
+    raw: dict  # the spec as loaded, compared on resume
 
 
 def point_key(point: Mapping) -> str:
@@ -378,201 +362,6 @@ def _progress_bar(total: int, initial: int, desc: str, enabled: bool):
         bar.close()
 
 
-# --------------------------------------------------------------------------- sweep specs
-
-
-@dataclasses.dataclass
-class SweepSpec:
-    """A validated sweep spec: what to run (``command`` or ``function``), ``args``, ``points``."""
-
-    command: str | None  # a netsim subcommand ...
-    function: str | None  # ... or "module:function"
-    args: dict
-    points: list[dict]
-    raw: dict  # the spec as loaded, compared on resume
-
-
-@dataclasses.dataclass(frozen=True)
-class SampleKeys:
-    """``sample:`` of a spec file (``inputspec`` schema)."""
-
-    n: int = rule(min=1, max=10**6, example=20)
-    seed: int = rule(min=0, max=2**63 - 1, example=7)
-    space: dict[str, Any] = rule(example={"load": {"low": 0.1, "high": 0.9}})
-
-
-@dataclasses.dataclass(frozen=True)
-class RangeKeys:
-    """A ``sample.space`` range ``{low, high, log, int}`` (``inputspec`` schema)."""
-
-    low: float = rule(example=0.1)
-    high: float = rule(example=0.9)
-    log: bool = False
-    int: bool = False
-
-
-_List = typing.List  # noqa: UP006 - SpecKeys has a field named list, which shadows the builtin
-
-
-@dataclasses.dataclass(frozen=True)
-class SpecKeys:
-    """The keys of a sweep spec file and their types (``inputspec`` schema); the checks
-    across keys stay in :func:`parse_spec`."""
-
-    command: str | None = rule(None, example="simulate")
-    function: str | None = rule(None, example="tests.tuner.sweep_fns:square")
-    args: dict[str, Any] | None = rule(None, example={"fabric": "fat-tree-k4"})
-    grid: dict[str, _List[Any]] | None = rule(None, example={"load": [0.5, 0.9]})
-    list: _List[dict[str, Any]] | None = rule(None, example=[{"load": 0.5}])
-    sample: SampleKeys | None = None
-
-
-def check_spec_keys(raw: Any, source: str) -> None:
-    """Types of the spec keys, ``sample`` and its ranges (one ``InputError`` naming
-    ``source``, the key, the value and an example)."""
-    from inputspec import InputError, from_dict
-
-    if not isinstance(raw, Mapping):
-        raise InputError(source, None, raw, "a mapping with command, args and one of "
-                         "grid/list/sample", {"command": "simulate", "grid": {"load": [0.5]}})
-    spec = from_dict(SpecKeys, raw, source)
-    space = spec.sample.space if spec.sample else {}
-    for name, dom in space.items():
-        where = f"sample.space.{name}"
-        if isinstance(dom, Mapping):
-            from_dict(RangeKeys, dom, source, prefix=where)
-        elif not isinstance(dom, list) or not dom:
-            raise InputError(source, where, dom, "a non-empty list of choices or "
-                             "{low, high, log, int}", {"low": 1, "high": 64, "log": True})
-
-
-def load_spec(path: str | os.PathLike) -> SweepSpec:
-    """Read and validate a sweep spec (YAML or JSON, ``inputspec``); errors name the file,
-    the field and the fix."""
-    from inputspec import InputError, read_data
-
-    path = Path(path)
-    source = f"sweep spec file {path}"
-    raw = read_data(path, "sweep spec")
-    check_spec_keys(raw, source)
-    try:
-        return parse_spec(raw, where=source)
-    except InputError:
-        raise
-    except ValueError as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        if msg.startswith(source):
-            raise InputError(source, problem=msg[len(source) + 2:]) from None
-        raise InputError(source, problem=msg) from None
-
-
-def parse_spec(raw: Any, where: str = "spec") -> SweepSpec:
-    """Validate a spec given as a mapping (see :func:`load_spec`)."""
-    if not isinstance(raw, dict):
-        raise ValueError(f"{where}: a sweep spec is a mapping with command, args and "
-                         f"one of grid/list/sample")
-    unknown = set(raw) - {"command", "function", "args", "grid", "list", "sample"}
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; allowed: command "
-                         f"(or function), args, grid, list, sample")
-    command, function = _target(raw, where)
-    args = raw.get("args") or {}
-    if not isinstance(args, dict):
-        raise ValueError(f"{where}: 'args' must be a mapping of flag: value")
-    points = _points(raw, where)
-    clash = sorted({k for p in points for k in p} & set(args))
-    if clash:
-        raise ValueError(f"{where}: {clash} are both fixed in 'args' and swept; keep them in one")
-    return SweepSpec(command, function, dict(args), points, raw)
-
-
-def _target(raw: dict, where: str) -> tuple[str | None, str | None]:
-    cmd, fn = raw.get("command"), raw.get("function")
-    if bool(cmd) == bool(fn):
-        raise ValueError(f"{where}: give exactly one of 'command' (a netsim subcommand, or "
-                         f"module:function) and 'function'")
-    target = str(cmd or fn)
-    if ":" in target:
-        _resolve_function(target)  # fail now, in this process, with a clear error
-        return None, target
-    if fn:
-        raise ValueError(f"{where}: 'function' must be written module:function, got {target!r}")
-    from tuner.cli import SUBCOMMANDS
-
-    if target not in SUBCOMMANDS:
-        raise ValueError(f"{where}: 'command' {target!r} is not a netsim subcommand; "
-                         f"choose one of {', '.join(SUBCOMMANDS)} or write module:function")
-    return target, None
-
-
-def _points(raw: dict, where: str) -> list[dict]:
-    kinds = [k for k in ("grid", "list", "sample") if k in raw]
-    if len(kinds) != 1:
-        raise ValueError(f"{where}: give exactly one of 'grid', 'list' and 'sample' "
-                         f"(got {kinds or 'none'})")
-    kind = kinds[0]
-    points = {"grid": _grid, "list": _list, "sample": _sample}[kind](raw[kind], where)
-    if not points:
-        raise ValueError(f"{where}: '{kind}' gives no point")
-    _distinct_keys(points)
-    return points
-
-
-def _grid(grid: Any, where: str) -> list[dict]:
-    if not isinstance(grid, dict) or not grid:
-        raise ValueError(f"{where}: 'grid' must map each flag to a list of values")
-    for k, v in grid.items():
-        if not isinstance(v, list) or not v:
-            raise ValueError(f"{where}: grid.{k} must be a non-empty list of values")
-    names = list(grid)
-    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
-
-
-def _list(points: Any, where: str) -> list[dict]:
-    if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
-        raise ValueError(f"{where}: 'list' must be a list of mappings flag: value")
-    return [dict(p) for p in points]
-
-
-def _sample(sample: Any, where: str) -> list[dict]:
-    """``sample: {n, seed, space: {flag: [choices] | {low, high, log?, int?}}}``, distinct points."""
-    if not isinstance(sample, dict) or not {"n", "seed", "space"} <= set(sample):
-        raise ValueError(f"{where}: 'sample' needs n, seed and space (flag: [choices] or "
-                         f"{{low, high, log, int}})")
-    n, space = int(sample["n"]), sample["space"]
-    if n < 1 or not isinstance(space, dict) or not space:
-        raise ValueError(f"{where}: sample.n must be >= 1 and sample.space a non-empty mapping")
-    rng = np.random.default_rng(int(sample["seed"]))
-    drawers = {k: _drawer(k, v, where) for k, v in space.items()}
-    out: dict[str, dict] = {}
-    for _ in range(100 * n):
-        p = {k: d(rng) for k, d in drawers.items()}
-        out.setdefault(point_key(p), p)
-        if len(out) == n:
-            return list(out.values())
-    raise ValueError(f"{where}: sample.space has fewer than {n} distinct points; lower sample.n")
-
-
-def _drawer(name: str, dom: Any, where: str) -> Callable[[np.random.Generator], Any]:
-    if isinstance(dom, list) and dom:
-        return lambda rng: dom[int(rng.integers(len(dom)))]
-    if isinstance(dom, dict) and {"low", "high"} <= set(dom):
-        lo, hi = float(dom["low"]), float(dom["high"])
-        log, as_int = bool(dom.get("log")), bool(dom.get("int"))
-        if not lo < hi or (log and lo <= 0):
-            raise ValueError(f"{where}: sample.space.{name} needs low < high (and low > 0 "
-                             f"with log: true)")
-
-        def draw(rng: np.random.Generator) -> Any:
-            u = rng.random()
-            x = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if log \
-                else lo + u * (hi - lo)
-            return int(round(x)) if as_int else float(x)
-        return draw
-    raise ValueError(f"{where}: sample.space.{name} must be a list of choices or "
-                     f"{{low, high, log, int}}")
-
-
 # --------------------------------------------------------------------------- running a target
 
 
@@ -602,53 +391,13 @@ class FunctionPoint:
         return out
 
 
-_CLI_LOCK = threading.Lock()  # stdout is per process: one captured CLI call at a time
-
-
-@dataclasses.dataclass(frozen=True)
-class CommandPoint:
-    """Runs ``netsim COMMAND --flag value ... --json`` in the worker and returns its JSON."""
-
-    command: str
-    args: dict
-
-    def __call__(self, point: dict) -> Any:
-        from tuner.cli import main
-
-        argv = [self.command, *cli_flags({**self.args, **point}), "--json"]
-        out, err = io.StringIO(), io.StringIO()
-        with _CLI_LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                rc = main(argv)
-            except SystemExit as exc:  # argparse rejected a flag: its message is on stderr
-                rc = exc.code if isinstance(exc.code, int) else 2
-        if rc:
-            lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
-            raise RuntimeError(lines[-1] if lines else f"netsim {self.command} exited {rc}")
-        return json.loads(out.getvalue())
-
-
-def cli_flags(args: Mapping) -> list[str]:
-    """``{fail_links: [1, 2], no_pxn: true, size: 4MB}`` -> ``--fail-links 1,2 --no-pxn --size 4MB``."""
-    flags: list[str] = []
-    for k, v in args.items():
-        flag = "--" + str(k).replace("_", "-")
-        if v is None or v is False:
-            continue
-        if v is True:
-            flags.append(flag)
-        elif isinstance(v, list):
-            flags += [flag, ",".join(str(x) for x in v)]
-        else:
-            flags += [flag, str(v)]
-    return flags
-
-
-def point_function(spec: SweepSpec) -> Callable[[dict], Any]:
+def point_function(spec: SweepSpec, command_point=None) -> Callable[[dict], Any]:
     """The callable that runs one point of ``spec``."""
     if spec.function:
         return FunctionPoint(spec.function, spec.args)
-    return CommandPoint(spec.command, spec.args)
+    if command_point is None:
+        raise ValueError(f"spec command {spec.command!r} needs a command runner (netsim sweep)")
+    return command_point(spec.command, spec.args)
 
 
 # --------------------------------------------------------------------------- a whole sweep
@@ -656,8 +405,12 @@ def point_function(spec: SweepSpec) -> Callable[[dict], Any]:
 
 def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, workers: int | None = None,
               scheduler: str | None = None, progress: bool = True,
-              spec_text: str | None = None, retry_errors: bool = False) -> SweepSummary:
-    """Run ``spec`` into ``out_dir`` (resuming), write ``results.csv``, return the summary."""
+              spec_text: str | None = None, retry_errors: bool = False,
+              command_point: Callable[[str, dict], Callable[[dict], Any]] | None = None,
+              ) -> SweepSummary:
+    """Run ``spec`` into ``out_dir`` (resuming), write ``results.csv``, return the summary.
+    ``command_point(command, args)`` makes the callable of a ``command:`` spec (the ``netsim``
+    CLI passes its own)."""
     out = Path(out_dir)
     claim_dir(out, spec, spec_text)
     t0 = time.perf_counter()
@@ -665,7 +418,7 @@ def run_sweep(spec: SweepSpec, out_dir: str | os.PathLike, workers: int | None =
     if retry_errors:
         drop_errors(out / RESULTS_JSONL, set(keys))
     n_before = len(_resume(out, keys))
-    results = run_points(point_function(spec), spec.points, out_dir=out, workers=workers,
+    results = run_points(point_function(spec, command_point), spec.points, out_dir=out, workers=workers,
                          scheduler=scheduler, progress=progress, args=spec.args)
     write_csv(out / RESULTS_CSV, results)
     ok = sum(r.ok for r in results)

@@ -13,7 +13,7 @@ One scenario definition feeds both simulators:
 
 The mapping of ns-3's config names to our parameter names is :data:`NS3_TO_DCQCN`; where the
 reference has no counterpart of one of our parameters, :func:`dcqcn_params_for` sets ours to
-the reference's behaviour and says so. ``python -m netsim.cc.reference --help`` drives it.
+the reference's behaviour and says so. ``python -m netsim.validation.reference --help`` drives it.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from topologies.units import PS_PER_US, gbps
 LONG_BYTES = 100_000_000
 SHORT_BYTES = 8_000_000
 SHAPES = ("incast2", "incast8", "trunk2", "perm16")
-#: Shapes only the physics runs use (``netsim/cc/physics_ref.py``), not the comparison table.
+#: Shapes only the physics runs use (``netsim/validation/physics_ref.py``), not the comparison table.
 PHYSICS_SHAPES = ("incast16",)
 RATES_GBPS = (100, 400)
 PARAM_SETS = ("nic-default", "paper")
@@ -416,7 +416,7 @@ def ns3_metrics(sc: RefScenario, rec: dict) -> RefMetrics:
 def _engine_setup(sc: RefScenario):
     from netsim.packet.config import PacketConfig
     from netsim.packet.testbeds import ShortestPathRouter, SmallFabric
-    from netsim.traffic import Flow
+    from netsim.scenario.traffic import Flow
 
     topo = topology(sc.shape)
     roles = {topo.name_of(i): ("nic" if i < topo.hosts else "tor") for i in range(topo.nodes)}
@@ -668,7 +668,7 @@ def markdown_table(comps: list[Comparison]) -> str:
 
 # ------------------------------------------------------------------------------ command line
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m netsim.cc.reference",
+    ap = argparse.ArgumentParser(prog="python -m netsim.validation.reference",
                                  description="HPCC ns-3 reference runs for DCQCN and the comparison.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("ns3-inputs", help="write ns-3 input files for every (or the named) scenario")

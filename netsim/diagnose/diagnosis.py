@@ -1,7 +1,7 @@
 """Find stragglers, slow links and rank skew in a training run's traces (``netsim diagnose``).
 
-Input is a :class:`netsim.traces.TraceRun`, read from native trainer traces or from
-torch.profiler traces (``netsim.kineto``). Every statistic is robust (medians, minima, rank tests),
+Input is a :class:`netsim.traces.records.TraceRun`, read from native trainer traces or from
+torch.profiler traces (``netsim.traces.kineto``). Every statistic is robust (medians, minima, rank tests),
 and compares like with like, as MegaScale's per-rank heat maps do (Jiang et al. 2024,
 section 4):
 
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.traces import RankTrace, TraceRun
+from netsim.traces.records import RankTrace, TraceRun
 
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 MIN_PEERS = 3
@@ -60,7 +60,7 @@ with a slow link elsewhere), injected x1.2 stragglers measure x1.13 to x1.28."""
 SHARED_HOST_FRACTION = 0.1
 """A host is shared when processes outside the run kept at least this fraction of its cores
 busy during the traced steps (the trainer's ``host`` records: the host's busy cores minus
-the run's own CPU time, ``netsim.traces.hosts_from_records``)."""
+the run's own CPU time, ``netsim.traces.records.hosts_from_records``)."""
 SHARED_HOST_SLOWDOWN = 1.2
 """On a shared host, stragglers named below this slowdown carry a caution: on the 2-core
 host of ``experiments/diagnose``, with other processes keeping 0.26 to 1.4 of its 2 cores
@@ -510,7 +510,7 @@ def _merge_links(links: list[SlowLink]) -> list[SlowLink]:
 
 def last_dp_skew(run: TraceRun, skip: int = 1) -> dict[str, Any]:
     """Spread of the start of each step's last data-parallel reduction over its DP group."""
-    from netsim.calibration import _clock_offsets
+    from netsim.diagnose.calibration import _clock_offsets
 
     offset = _clock_offsets(run)
     ranks, _ = _rank_ids(run)
@@ -574,7 +574,7 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
 def host_sharing(run: TraceRun) -> list[dict[str, Any]]:
     """Per host with ``host`` records: its cores, the cores the run used, the cores other
     processes kept busy and whether that makes it shared (``SHARED_HOST_FRACTION``)."""
-    from netsim.traces import hosts_from_records
+    from netsim.traces.records import hosts_from_records
 
     out = []
     for h in hosts_from_records(run.ranks):
@@ -656,7 +656,7 @@ def whatifs(run: TraceRun, stragglers: list[Straggler], at_scale: int | None = N
     The workload model is calibrated on ``run`` itself unless ``calibration`` is given; a
     straggler's compute is ``slowdown`` times slower (``predict(stragglers=...)``).
     """
-    from netsim.calibration import fit_calibration, job_from_trace
+    from netsim.diagnose.calibration import fit_calibration, job_from_trace
     from netsim.workload.predict import predict
 
     if not stragglers:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from netsim.traces import TraceRun
+from netsim.traces.records import TraceRun
 
 POOR_REL_RMS = 0.3
 """A fit whose relative RMS residual exceeds this explains its points poorly."""
@@ -69,7 +69,7 @@ def hardware_for(cal, gpu: str | None):
     Raises ValueError when ``gpu`` names other hardware than the calibration's (a calibration
     fitted on CPU ranks applied to a GPU preset).
     """
-    from netsim.hardware import get_hardware
+    from netsim.model.hardware import get_hardware
 
     info: dict[str, Any] = getattr(cal, "hardware_info", {}) or {}
     if not info:  # a calibration from before hardware was recorded
@@ -86,8 +86,8 @@ def job_like(path: str, overrides: dict[str, Any]):
     predict flags given) replace its fields."""
     import dataclasses
 
-    from netsim.calibration import job_from_trace
-    from netsim.kineto import read_traces
+    from netsim.diagnose.calibration import job_from_trace
+    from netsim.traces.kineto import read_traces
 
     run = read_traces(path)
     job = job_from_trace(run)

@@ -1,5 +1,5 @@
 """Read torch.profiler (Kineto) Chrome traces of any PyTorch job into a
-:class:`netsim.traces.TraceRun`, so that ``netsim calibrate`` and ``netsim diagnose`` take them
+:class:`netsim.traces.records.TraceRun`, so that ``netsim calibrate`` and ``netsim diagnose`` take them
 as they take the trainer's own traces.
 
 What is recognised (Chrome trace JSON, ``traceEvents`` with ``ph: "X"`` spans in microseconds):
@@ -36,7 +36,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from netsim.traces import RankTrace, TraceRun, check_ranks, read_trace_dir
+from netsim.traces.records import RankTrace, TraceRun, check_ranks, read_trace_dir
 
 C10D_OPS = {"allreduce_": "all_reduce", "allreduce_coalesced_": "all_reduce",
             "_reduce_scatter_base_": "reduce_scatter", "reduce_scatter_": "reduce_scatter",
@@ -102,7 +102,7 @@ def _load(f: Path) -> dict | None:
     ``None`` for a JSON file that is not a profiler trace."""
     from inputspec import InputError, read_text
     from inputspec.core import parse_text
-    from netsim.traces import MAX_TRACE_BYTES
+    from netsim.traces.records import MAX_TRACE_BYTES
 
     source = f"profiler trace {f}"
     text = read_text(f, "profiler trace", max_bytes=MAX_TRACE_BYTES)

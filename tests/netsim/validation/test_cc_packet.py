@@ -12,7 +12,7 @@ import math
 import pytest
 
 from netsim.cc.base import CC_NAMES
-from netsim.cc.study import packet_rows
+from netsim.validation.study import packet_rows
 
 packet = pytest.importorskip("netsim.packet")
 

@@ -51,7 +51,7 @@ class TraceRun:
     """Optional ``DIR/host.json``: the load on the host during the run (``host_cores``,
     ``available_cores``, ...), written by ``experiments/heldout_accuracy``; may be empty."""
     notes: list[str] = field(default_factory=list)
-    """What a reader could not identify or had to assume (``netsim.kineto``), for reports."""
+    """What a reader could not identify or had to assume (``netsim.traces.kineto``), for reports."""
 
     @property
     def meta(self) -> dict[str, Any]:

@@ -15,8 +15,8 @@ refused ("nonsense") or may go either way (a zero, a huge count, a removed key).
 
 ``nonsense_accepted`` counts cases the oracle says must be refused that exited 0. Run::
 
-    python -m tuner.fuzz --seed 2026 -n 400 --json
-    python -m tuner.fuzz --seed 2026 -n 400 --formats all --json   # every format in FORMATS
+    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --json
+    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --formats all --json   # every format in FORMATS
 
 ``FORMATS`` also holds the later formats: ``hf`` (Hugging Face ``config.json``, ``predict
 --model``), ``sweep`` (sweep specs), ``background`` (``RUNNING.yaml``), ``trace`` (cluster
@@ -93,7 +93,7 @@ def _job_bases() -> list[dict]:
 
 
 def _hf_bases() -> list[dict]:
-    from netsim.hfconfig import HF_PRESETS
+    from netsim.model.hf import HF_PRESETS
 
     return [dict(HF_PRESETS[n][0]) for n in ("llama3-8b", "mixtral-8x7b", "deepseek-v3")]
 
@@ -157,7 +157,7 @@ def _trace_cell(key: str, value: Any) -> Any:
 
 @dataclasses.dataclass(frozen=True)
 class KinetoEvent:
-    """The event fields ``netsim.kineto`` reads (the fuzz oracle's schema)."""
+    """The event fields ``netsim.traces.kineto`` reads (the fuzz oracle's schema)."""
 
     ph: str
     name: str
@@ -213,13 +213,13 @@ def _job_schema(data: dict) -> type:
 
 
 def _hf_schema(data: dict) -> type:
-    from netsim.hfconfig import HFConfigKeys
+    from netsim.model.hf import HFConfigKeys
 
     return HFConfigKeys
 
 
 def _sweep_schema(data: dict) -> type:
-    from tuner.sweep import SpecKeys
+    from sweeps import SpecKeys
 
     return SpecKeys
 
@@ -455,7 +455,7 @@ def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tuner.fuzz", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python tests/fuzz/fuzzer.py", description=__doc__.split("\n")[0])
     p.add_argument("-n", type=int, default=400, help="number of mutated files (default 400)")
     p.add_argument("--seed", type=int, default=2026, help="seed of the mutations")
     p.add_argument("--timeout-s", type=int, default=60, help="per-case limit counted as a hang")

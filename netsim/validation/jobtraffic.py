@@ -99,7 +99,7 @@ class JobScenario:
         return list(zip(src, dst, strict=False))
 
     def flows(self):
-        from netsim.traffic import Flow
+        from netsim.scenario.traffic import Flow
 
         size = self.msg_bytes
         if self.kind == "all_to_all":

@@ -3,7 +3,7 @@ alpha-beta per collective and scope, from trainer traces and microbenchmarks.
 
 Compute: for each phase (a transformer layer's forward / backward, the logit head's forward /
 backward, the optimizer step) ``t = overhead_s + x / rate`` with ``x`` the task's FLOPs from
-``netsim.models`` (bytes for the optimizer), one point per run and phase (the median over its
+``netsim.model.models`` (bytes for the optimizer), one point per run and phase (the median over its
 records, warm-up step dropped). A layer record's time excludes the TP collectives that ran
 inside it, which the comm model prices separately.
 
@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from netsim.hardware import HardwareProfile
-from netsim.models import ModelConfig
-from netsim.traces import RankTrace, TraceRun
+from netsim.model.hardware import HardwareProfile
+from netsim.model.models import ModelConfig
+from netsim.traces.records import RankTrace, TraceRun
 from netsim.workload.comm import SCOPES, AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
 from netsim.workload.compute import OPTIMIZER_BYTES_PER_PARAM, RooflineCompute, TaskShape
 from netsim.workload.host import HostCost
@@ -183,8 +183,8 @@ def _trace_model_name(m: dict) -> str:
 def job_from_trace(run: TraceRun) -> JobSpec:
     """The ``JobSpec`` a trainer run executed (for predicting it); context and expert
     parallelism and the model's GQA / gated FFN / MoE shape from the trace's meta (the model is
-    registered in ``netsim.models.MODELS`` under a name derived from its shape)."""
-    from netsim.models import MODELS
+    registered in ``netsim.model.models.MODELS`` under a name derived from its shape)."""
+    from netsim.model.models import MODELS
 
     meta = run.meta
     model = model_of(meta)
@@ -287,7 +287,7 @@ def _clock_offsets(run: TraceRun) -> list[float]:
 def _compute_points(run: TraceRun, skip: int,
                     tl: HostTimeline) -> dict[str, list[tuple[float, float]]]:
     if not run.meta.get("layout_known", True):
-        return {}  # a profiler trace of an unknown job: no FLOPs to fit against (netsim.kineto)
+        return {}  # a profiler trace of an unknown job: no FLOPs to fit against (netsim.traces.kineto)
     meta, model = run.meta, model_of(run.meta)
     share = meta["tp"] * meta.get("cp", 1)  # a rank's part of a layer: 1/tp, 1/cp of the tokens
     tokens = meta["micro_batch_size"] * model.seq

@@ -3,7 +3,7 @@
 The physics tests (``tests/netsim/packet/test_cc_physics.py``) ask of n long flows into one
 port: aggregate >= 0.9 of line rate and Jain >= 0.95 over the second half of the period all
 flows are active, the bottleneck queue mostly between Kmin and Kmax. Where our engine misses,
-the same scenarios run here on the independent simulator (``netsim/cc/reference.py`` writes
+the same scenarios run here on the independent simulator (``netsim/validation/reference.py`` writes
 its inputs) with per-packet tracing of the bottleneck port switched on, so the same three
 figures can be taken from its packets:
 
@@ -15,7 +15,7 @@ figures can be taken from its packets:
 * :func:`criteria` turns those events into the figures; :func:`engine_criteria` takes the same
   figures from a :class:`~netsim.packet.result.PacketResult`.
 
-``python -m netsim.cc.physics_ref inputs DIR`` / ``summarize OUT --runs LABEL=DIR`` drive it; the
+``python -m netsim.validation.physics_ref inputs DIR`` / ``summarize OUT --runs LABEL=DIR`` drive it; the
 commands and the results are in ``tests/data/hpcc-ns3/README.md`` ("Physics runs").
 """
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netsim.cc.reference import (
+from netsim.validation.reference import (
     NS3_HEADER_BYTES,
     NS3_START_S,
     RefScenario,
@@ -74,7 +74,7 @@ def bottleneck(name: str) -> tuple[int, int, int]:
 
 
 def ns3_physics_inputs(name: str, out_dir: Path) -> Path:
-    """:func:`~netsim.cc.reference.ns3_inputs` of *name* with the bottleneck switch traced."""
+    """:func:`~netsim.validation.reference.ns3_inputs` of *name* with the bottleneck switch traced."""
     cfg = ns3_inputs(RefScenario.from_name(name), out_dir)
     sw, _, _ = bottleneck(name)
     (out_dir / "trace.txt").write_text(f"1\n{sw}\n")
@@ -178,7 +178,7 @@ def _series(rec: np.ndarray, start_ns: float, end_ns: float, bins: int = 200) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m netsim.cc.physics_ref",
+    ap = argparse.ArgumentParser(prog="python -m netsim.validation.physics_ref",
                                  description="Issue 17's physics criteria on the HPCC ns-3 reference.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("inputs", help="write traced ns-3 inputs of the physics scenarios")
@@ -223,7 +223,7 @@ def _summarize_dir(label: str, runs_dir: Path) -> list[dict]:
 
 def load_physics(path: Path | None = None) -> list[dict]:
     """The committed reference figures (``tests/data/hpcc-ns3/physics.json.gz``)."""
-    from netsim.cc.reference import DATA_DIR
+    from netsim.validation.reference import DATA_DIR
 
     path = path or DATA_DIR / "physics.json.gz"
     return json.loads(gzip.decompress(Path(path).read_bytes()))["runs"]

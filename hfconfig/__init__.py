@@ -1,6 +1,7 @@
-"""Models from a Hugging Face transformers ``config.json``, and today's presets in that form.
+"""Hugging Face transformers ``config.json``: the one parser of its keys, for ``netsim`` and the
+standalone ``trainer`` alike (each builds its own model type from what this returns).
 
-``model_from_hf(data, name)`` reads the keys a decoder-only transformer's config carries:
+The helpers here read the keys a decoder-only transformer's config carries:
 
 =========================== =====================================================
 ``num_hidden_layers``        layers
@@ -42,7 +43,6 @@ DeepSeek-V3 (arXiv:2412.19437 section 4.2), 32,768 for Mixtral (arXiv:2401.04088
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,7 +86,8 @@ HF_PRESETS: dict[str, tuple[dict[str, Any], int]] = {
 }
 
 
-def _int(data: Mapping, key: str, default: int | None = None) -> int:
+def int_key(data: Mapping, key: str, default: int | None = None) -> int:
+    """``data[key]`` as a non-negative integer; ``default`` when absent (None: required)."""
     if key not in data or data[key] is None:
         if default is None:
             raise ValueError(f"config.json: missing key {key!r} (required for a decoder-only "
@@ -98,7 +99,8 @@ def _int(data: Mapping, key: str, default: int | None = None) -> int:
     return value
 
 
-def _gated(data: Mapping) -> bool:
+def is_gated(data: Mapping) -> bool:
+    """Whether ``hidden_act`` names a gated (SwiGLU) feed-forward; unknown names refused."""
     act = data.get("hidden_act")
     if act is None:
         raise ValueError("config.json: missing key 'hidden_act' (silu for SwiGLU, gelu, relu)")
@@ -111,35 +113,38 @@ def _gated(data: Mapping) -> bool:
                      f"{', '.join(GATED_ACTS + PLAIN_ACTS)}")
 
 
-def _experts(data: Mapping) -> int:
+def expert_count(data: Mapping) -> int:
+    """Routed experts, from whichever of ``EXPERT_KEYS`` the config uses (0: dense)."""
     given = {k: data[k] for k in EXPERT_KEYS if data.get(k)}
     if len(set(given.values())) > 1:
         raise ValueError(f"config.json: contradictory expert counts {given}: keep one of "
                          f"{', '.join(EXPERT_KEYS)}")
-    return _int(given, next(iter(given)), 0) if given else 0
+    return int_key(given, next(iter(given)), 0) if given else 0
 
 
-def _moe_keys(data: Mapping, layers: int, ffn: int) -> dict[str, int]:
-    experts = _experts(data)
+def moe_keys(data: Mapping, layers: int, ffn: int) -> dict[str, int]:
+    """The MoE fields (experts, top_k, moe_ffn_hidden, shared_experts, first_dense_layers,
+    moe_every) of a config, or ``{}`` for a dense model."""
+    experts = expert_count(data)
     if not experts:
         if data.get("num_experts_per_tok"):
             raise ValueError("config.json: num_experts_per_tok is set but no expert count "
                              f"(one of {', '.join(EXPERT_KEYS)})")
         return {}
-    top_k = _int(data, "num_experts_per_tok")
+    top_k = int_key(data, "num_experts_per_tok")
     if not 0 < top_k <= experts:
         raise ValueError(f"config.json: num_experts_per_tok {top_k} must lie in 1..{experts}")
-    width = _int(data, "moe_intermediate_size", ffn)
-    shared = _int(data, "n_shared_experts", 0)
+    width = int_key(data, "moe_intermediate_size", ffn)
+    shared = int_key(data, "n_shared_experts", 0)
     if data.get("shared_expert_intermediate_size"):
-        wide = _int(data, "shared_expert_intermediate_size")
+        wide = int_key(data, "shared_expert_intermediate_size")
         if wide % width or shared:
             raise ValueError("config.json: shared_expert_intermediate_size must be a multiple of "
                              "moe_intermediate_size and not combined with n_shared_experts")
         shared = wide // width
-    first = _int(data, "first_k_dense_replace", 0)
-    step = _int(data, "decoder_sparse_step", 1) or 1
-    if _int(data, "moe_layer_freq", 1) not in (0, 1, step):
+    first = int_key(data, "first_k_dense_replace", 0)
+    step = int_key(data, "decoder_sparse_step", 1) or 1
+    if int_key(data, "moe_layer_freq", 1) not in (0, 1, step):
         raise ValueError("config.json: moe_layer_freq contradicts decoder_sparse_step")
     if first >= layers:
         raise ValueError(f"config.json: first_k_dense_replace {first} leaves no MoE layer of "
@@ -148,57 +153,20 @@ def _moe_keys(data: Mapping, layers: int, ffn: int) -> dict[str, int]:
             "shared_experts": shared, "first_dense_layers": first, "moe_every": step}
 
 
-def _mla_keys(data: Mapping) -> dict[str, int]:
+def mla_keys(data: Mapping) -> dict[str, int]:
+    """Multi-head latent attention fields (DeepSeek-V2/V3), or ``{}`` without ``kv_lora_rank``."""
     if not data.get("kv_lora_rank"):
         return {}
-    return {"kv_lora_rank": _int(data, "kv_lora_rank"), "q_lora_rank": _int(data, "q_lora_rank", 0),
-            "head_dim": _int(data, "qk_nope_head_dim"),
-            "qk_rope_head_dim": _int(data, "qk_rope_head_dim"),
-            "v_head_dim": _int(data, "v_head_dim")}
-
-
-def model_from_hf(data: Mapping[str, Any], name: str, seq: int | None = None):
-    """A ``ModelConfig`` from the keys of a transformers ``config.json``."""
-    from netsim.models import ModelConfig
-
-    if not isinstance(data, Mapping):
-        raise ValueError("config.json: expected a JSON object of transformers config keys")
-    layers, hidden = _int(data, "num_hidden_layers"), _int(data, "hidden_size")
-    heads, ffn = _int(data, "num_attention_heads"), _int(data, "intermediate_size")
-    kv = _int(data, "num_key_value_heads", heads)
-    head_dim = _int(data, "head_dim", 0)
-    if not head_dim and hidden % heads and not data.get("kv_lora_rank"):
-        raise ValueError(f"config.json: hidden_size {hidden} is not divisible by "
-                         f"num_attention_heads {heads}; give head_dim")
-    if kv == 0 or heads % kv:
-        raise ValueError(f"config.json: num_key_value_heads {kv} must divide "
-                         f"num_attention_heads {heads}")
-    fields = dict(name=name, layers=layers, hidden=hidden, heads=heads, ffn_hidden=ffn,
-                  kv_heads=kv, head_dim=head_dim, vocab=_int(data, "vocab_size"),
-                  seq=seq or _int(data, "max_position_embeddings"), gated=_gated(data),
-                  bias=False, learned_positions=False,
-                  tied_embeddings=bool(data.get("tie_word_embeddings", True)))
-    fields.update(_moe_keys(data, layers, ffn))
-    fields.update(_mla_keys(data))
-    return ModelConfig(**fields)
-
-
-def hf_presets() -> dict:
-    """The ``HF_PRESETS`` as ``ModelConfig`` objects."""
-    return {name: model_from_hf(cfg, name, seq) for name, (cfg, seq) in HF_PRESETS.items()}
+    return {"kv_lora_rank": int_key(data, "kv_lora_rank"), "q_lora_rank": int_key(data, "q_lora_rank", 0),
+            "head_dim": int_key(data, "qk_nope_head_dim"),
+            "qk_rope_head_dim": int_key(data, "qk_rope_head_dim"),
+            "v_head_dim": int_key(data, "v_head_dim")}
 
 
 def is_config_path(spec: str) -> bool:
     """Whether ``spec`` names a file (a config.json) rather than a preset."""
-    return spec.endswith(".json") or os.sep in spec or Path(spec).is_file()
-
-
-def load_hf_config(path: str):
-    """A ``ModelConfig`` from a config.json file; its name is ``_name_or_path`` or the folder."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"--model {path}: no such config.json file (or give a preset name)")
-    return _load(str(p.resolve()), p.stat().st_mtime_ns)
+    return (spec.endswith(".json") or os.sep in spec or "/" in spec or Path(spec).is_file()
+            or Path(spec).is_dir())
 
 
 @dataclass(frozen=True)
@@ -245,23 +213,15 @@ def check_hf_config(data: Any, source: str) -> dict[str, Any]:
     return dict(data)
 
 
-def hf_from_file(path: str | Path, name: str | None = None, seq: int | None = None):
-    """A ``ModelConfig`` from a config.json file, every refusal naming the file (InputError)."""
+def read_hf_file(path: str | Path) -> tuple[dict[str, Any], str]:
+    """The checked keys of a config.json (or of a directory's config.json) and the model's
+    name: ``_name_or_path``'s last part, else the folder (or the file's stem). Refusals are
+    ``InputError`` naming the file."""
     p = Path(path)
-    source = f"model config file {p}"
-    data = check_hf_config(read_data(p, "model config", default_format="json"), source)
-    if name is None:
-        default = p.parent.name if p.name == "config.json" else p.stem
-        name = str(data.get("_name_or_path") or default).rstrip("/").split("/")[-1] or default
-    try:
-        return model_from_hf(data, name, seq)
-    except InputError:
-        raise
-    except ValueError as exc:
-        msg = str(exc).splitlines()[0].removeprefix("config.json: ")
-        raise InputError(source, problem=msg) from None
-
-
-@functools.lru_cache(maxsize=64)
-def _load(path: str, _mtime: int):
-    return hf_from_file(path)
+    if p.is_dir():
+        p = p / "config.json"
+    data = check_hf_config(read_data(p, "model config", default_format="json"),
+                           f"model config file {p}")
+    default = p.parent.name if p.name == "config.json" else p.stem
+    name = str(data.get("_name_or_path") or default).rstrip("/").split("/")[-1] or default
+    return data, name

@@ -1,21 +1,10 @@
-"""GPT model shapes and their FLOP counts.
-
-Presets (``MODELS``) carry their source:
-
-* GPT-3 family: Brown et al. 2020, "Language Models are Few-Shot Learners", Table 2.1
-  (n_layers, d_model, n_heads; context 2048; BPE vocabulary 50,257).
-* Megatron-LM: Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
-  Clusters Using Megatron-LM" (arXiv:2104.04473), Table 1 (sequence 2048, vocabulary 51,200).
-* MegaScale: Jiang et al., NSDI'24 (arXiv:2402.15627), Table 1 (sequence 2048, vocabulary
-  64,000); see ``shared/reference/nccl-roce.md`` section 1.7.
-* llama3-8b/70b/405b, mixtral-8x7b, deepseek-v3: their published transformers ``config.json``
-  (``netsim.hfconfig``, which also reads any ``config.json`` given as the model).
+"""A model's shape (:class:`ModelConfig`) and its FLOP counts.
 
 FLOP counts follow Narayanan et al. 2021 section 5.1 (Eq. 3): a transformer layer's forward
 pass costs ``24 b s h^2 + 4 b s^2 h`` with a 4h feed-forward (we use the general
 ``2 b s (4 h^2 + 2 h f) + 4 b s^2 h`` for a feed-forward width ``f``), the logit layer
 ``2 b s h V``; backward costs twice the forward. Today's shapes generalise the GEMM term
-(``netsim.modelflops`` writes each term down with its source): grouped-query attention
+(``netsim.model.flops`` writes each term down with its source): grouped-query attention
 projects K and V to ``kv_heads`` heads, a gated (SwiGLU) feed-forward has three matrices,
 an MoE layer runs its router, its ``top_k`` active experts and its shared experts. Model FLOPs (MFU, as PaLM and MegaScale
 define it) exclude activation recomputation; hardware FLOPs (Megatron's "achieved
@@ -145,13 +134,13 @@ class ModelConfig:
     def layer_params(self, moe: bool = False) -> int:
         """Weights and biases of one transformer layer (attention, MLP, two norms); with
         ``moe`` an MoE layer's (router, every expert, shared experts)."""
-        from netsim.modelflops import attention_params, ffn_params, norm_params
+        from netsim.model.flops import attention_params, ffn_params, norm_params
 
         return attention_params(self) + ffn_params(self, moe) + norm_params(self)
 
     def expert_params(self) -> int:
         """Routed-expert weights of one MoE layer (the part split over expert parallelism)."""
-        from netsim.modelflops import expert_params
+        from netsim.model.flops import expert_params
 
         return expert_params(self)
 
@@ -172,13 +161,13 @@ class ModelConfig:
     def layer_gemm_flops_fwd(self, tokens: int, moe: bool = False) -> float:
         """Dense-GEMM FLOPs of one layer's forward over ``tokens`` tokens (QKV, proj, MLP);
         with ``moe`` an MoE layer's (router, ``top_k`` experts, shared experts)."""
-        from netsim.modelflops import attention_gemm_flops, ffn_flops
+        from netsim.model.flops import attention_gemm_flops, ffn_flops
 
         return tokens * (attention_gemm_flops(self) + ffn_flops(self, moe))
 
     def layer_attn_flops_fwd(self, tokens: int) -> float:
         """Attention score and context batched-matmul FLOPs of one layer's forward."""
-        from netsim.modelflops import attention_core_flops
+        from netsim.model.flops import attention_core_flops
 
         return tokens * attention_core_flops(self)
 
@@ -224,81 +213,3 @@ class ModelConfig:
         s, h, a = self.seq, self.hidden, self.heads
         per_seq = s * h * 34.0 + (0.0 if flash_attention else 5.0 * a * s * s)
         return per_seq * (tokens / s) / tp
-
-
-def _gpt3(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
-    return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, seq=2048, vocab=50257)
-
-
-def _megatron(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
-    return ModelConfig(name=name, layers=layers, hidden=hidden, heads=heads, seq=2048, vocab=51200)
-
-
-# GPT-3 paper Table 2.1. Two rows are not self-consistent in the table: 13B prints d_model
-# 5140 with 40 heads of 128 (we use 5120 = 40 x 128) and XL prints 24 heads of 128 for
-# d_model 2048 (we use 16 heads of 128). FLOPs do not depend on the head count.
-MODELS: dict[str, ModelConfig] = {
-    m.name: m
-    for m in (
-        _gpt3("gpt3-125m", 12, 768, 12),
-        _gpt3("gpt3-350m", 24, 1024, 16),
-        _gpt3("gpt3-760m", 24, 1536, 16),
-        _gpt3("gpt3-1.3b", 24, 2048, 16),
-        _gpt3("gpt3-2.7b", 32, 2560, 32),
-        _gpt3("gpt3-6.7b", 32, 4096, 32),
-        _gpt3("gpt3-13b", 40, 5120, 40),
-        _gpt3("gpt3-175b", 96, 12288, 96),
-        # Megatron-LM 2021 Table 1 rows (name = parameter count in the table).
-        _megatron("megatron-1.7b", 24, 2304, 24),
-        _megatron("megatron-3.6b", 30, 3072, 32),
-        _megatron("megatron-7.5b", 36, 4096, 32),
-        _megatron("megatron-18b", 40, 6144, 48),
-        _megatron("megatron-39b", 48, 8192, 64),
-        _megatron("megatron-76b", 60, 10240, 80),
-        _megatron("megatron-145b", 80, 12288, 96),
-        _megatron("megatron-310b", 96, 16384, 128),
-        _megatron("megatron-530b", 105, 20480, 128),
-        _megatron("megatron-1t", 128, 25600, 160),
-        _megatron("megatron-gpt3-175b", 96, 12288, 96),
-        # MegaScale Table 1.
-        ModelConfig(name="megascale-175b", layers=96, hidden=12288, heads=128, seq=2048,
-                    vocab=64000),
-        ModelConfig(name="megascale-530b", layers=105, hidden=20480, heads=160, seq=2048,
-                    vocab=64000),
-        # OPT-175B (Zhang et al. 2022, arXiv:2205.01068, Table 1: 96 layers, 96 heads, d_model
-        # 12,288; sequence 2,048; GPT-2 BPE as in the released OPT configs, vocab_size 50,272;
-        # learned positions, tied embeddings, ReLU MLP of 4 d_model): trained with FSDP + TP.
-        ModelConfig(name="opt-175b", layers=96, hidden=12288, heads=96, seq=2048, vocab=50272),
-        # Tiny shapes for tests and the CPU trainer: the same shapes as the trainer's presets
-        # of these names (trainer/config.py), so that a name means one model everywhere.
-        ModelConfig(name="tiny", layers=4, hidden=32, heads=4, seq=16, vocab=64),
-        ModelConfig(name="small", layers=4, hidden=256, heads=8, seq=256, vocab=4096),
-        # the trainer's GQA / SwiGLU / MoE parity model: two KV heads, a gated FFN, a dense
-        # first block and a 4-expert top-2 second block
-        ModelConfig(name="tiny-moe", layers=2, hidden=32, heads=4, kv_heads=2, seq=16, vocab=64,
-                    ffn_hidden=48, gated=True, experts=4, top_k=2, moe_ffn_hidden=24,
-                    first_dense_layers=1),
-    )
-}
-
-
-def _add_hf_presets() -> None:
-    from netsim.hfconfig import hf_presets
-
-    MODELS.update(hf_presets())
-
-
-_add_hf_presets()
-
-
-def get_model(name: str) -> ModelConfig:
-    """Return the preset ``name``, or the model of a transformers ``config.json`` path; raise
-    ``ValueError`` listing the choices if unknown."""
-    from netsim.hfconfig import is_config_path, load_hf_config
-
-    if name.lower() not in MODELS and is_config_path(name):
-        return load_hf_config(name)
-    try:
-        return MODELS[name.lower()]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}: choose one of {', '.join(MODELS)}") from None

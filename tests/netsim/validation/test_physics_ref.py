@@ -1,4 +1,4 @@
-"""The physics figures taken from HPCC ns-3 traces (netsim/cc/physics_ref.py): trace parsing,
+"""The physics figures taken from HPCC ns-3 traces (netsim/validation/physics_ref.py): trace parsing,
 the window and the time-weighted queue share, on synthetic records (no ns-3 needed)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netsim.cc.physics_ref import (
+from netsim.validation.physics_ref import (
     DEQU,
     ENQU,
     PHYSICS_SCENARIOS,

@@ -1,10 +1,10 @@
-"""The job's traffic patterns as packet scenarios (netsim.cc.jobtraffic)."""
+"""The job's traffic patterns as packet scenarios (netsim.validation.jobtraffic)."""
 
 from __future__ import annotations
 
 import pytest
 
-from netsim.cc.jobtraffic import JobScenario, run_scenario
+from netsim.validation.jobtraffic import JobScenario, run_scenario
 
 
 def _tor(sc: JobScenario, host: int) -> int:

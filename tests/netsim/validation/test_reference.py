@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from netsim.cc import reference as ref
+from netsim.validation import reference as ref
 
 # the stored reference runs live beside this test, not in the installed package
 ref.DATA_DIR = Path(__file__).resolve().parents[2] / "data" / "hpcc-ns3"

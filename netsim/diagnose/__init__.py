@@ -1,0 +1,1 @@
+"""What we learn from a run: calibration fits, calibrated models, diagnosis."""

@@ -1,0 +1,1 @@
+"""What is simulated: flows (traffic patterns) and link faults."""

@@ -1,0 +1,1 @@
+"""What a run wrote: the trainer's trace files and torch.profiler (Kineto) traces."""
