@@ -371,21 +371,10 @@ def _same(a, b):
     return a == b and (a != 0.0 or np.signbit(a) == np.signbit(b))
 
 
-def _mark_flow_links(f, f_ptr, e_link, mark, k, out, n):
-    """Append each link of flow *f* not yet marked in round *k* to ``out[n:]``; the new n."""
-    for e in range(f_ptr[f], f_ptr[f + 1]):
-        ln = e_link[e]
-        if mark[ln] != k:
-            mark[ln] = k
-            out[n] = ln
-            n += 1
-    return n
-
-
-def _mark_each(items, nitems, mark, k, out, n):
-    """Append each of ``items[:nitems]`` (links or flows) not yet marked in round *k* to
+def _mark_each(items, lo, hi, mark, k, out, n):
+    """Append each of ``items[lo:hi]`` (links or flows) not yet marked in round *k* to
     ``out[n:]``; the new n."""
-    for i in range(nitems):
+    for i in range(lo, hi):
         x = items[i]
         if mark[x] != k:
             mark[x] = k
@@ -394,11 +383,16 @@ def _mark_each(items, nitems, mark, k, out, n):
     return n
 
 
-def _mark_link_flows(ln, l_ptr, l_flow, act, rho, mark, k, out, n):
-    """Append each flow of link *ln* that is active in round *k* (``act`` and ``rho >= k``)
-    and not yet marked in it to ``out[n:]``; the new n."""
-    for q in range(l_ptr[ln], l_ptr[ln + 1]):
-        g = l_flow[q]
+def _mark_flow_links(f, f_ptr, e_link, mark, k, out, n):
+    """Append each link of flow *f* not yet marked in round *k* to ``out[n:]``; the new n."""
+    return _mark_each(e_link, f_ptr[f], f_ptr[f + 1], mark, k, out, n)
+
+
+def _mark_active(items, lo, hi, act, rho, mark, k, out, n):
+    """Append each flow of ``items[lo:hi]`` that is active in round *k* (``act`` and
+    ``rho >= k``) and not yet marked in it to ``out[n:]``; the new n."""
+    for i in range(lo, hi):
+        g = items[i]
         if mark[g] != k and act[g] and rho[g] >= k:
             mark[g] = k
             out[n] = g
@@ -406,20 +400,19 @@ def _mark_link_flows(ln, l_ptr, l_flow, act, rho, mark, k, out, n):
     return n
 
 
-def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, act,
-                act0, rho, rate, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, k_old, big):
-    """Re-run the rounds for the active set ``act`` from the trace of the last run (active
-    set ``act0``), recomputing only what differs from it; the trace becomes this run's.
-    Returns (status, rounds): 0 done, 1 no progress, 2 out of trace rows."""
-    nf, nl = len(f_ptr) - 1, len(l_ptr) - 1
-    kcap = t_load.shape[0] - 1
-    inf = np.inf
-    rho0 = rho.copy()
-    final0 = t_res[k_old].copy()
-    ready = k_old + 1  # rows 0..k_old hold the last run; later rows start as its final state
-    # flows whose status (taking part, freeze round) may differ from the last run's
-    sd = np.empty(nf, np.int64)
-    sd_mark = np.zeros(nf, np.bool_)
+def _share(res, load):
+    """A link's fair share: its residual (not below 0) over its load; infinite unloaded."""
+    return max(res, 0.0) / load if load > 0 else np.inf
+
+
+def _took_part(old_live, act0, rho0, f, k):
+    """Flow *f* was unfrozen in round *k* of the last run."""
+    return old_live and act0[f] and rho0[f] >= k
+
+
+def _status_changes(nf, act, act0, rho, rate, big, sd, sd_mark):
+    """List the flows that join or leave in ``sd`` (marked in ``sd_mark``): a joining one
+    is unfrozen for now, a leaving one gets rate 0. Returns how many."""
     nsd = 0
     for f in range(nf):
         if act[f] != act0[f]:
@@ -431,37 +424,16 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
             else:
                 rho[f] = -1
                 rate[f] = 0.0
-    # scratch
-    mark_l = np.full(nl, -1, np.int64)   # link listed as dirty this round
-    mark_db = np.full(nl, -1, np.int64)  # link's bottleneck recomputed this round
-    mark_r = np.full(nl, -1, np.int64)   # link's link_min rescanned this round
-    md = np.empty(nf, np.int64)
-    cur = np.empty(nl)
-    mark_n = np.full(nl, -1, np.int64)   # link listed for the next round
-    mark_f = np.full(nf, -1, np.int64)   # flow's level recomputed this round
-    mark_h = np.full(nf, -1, np.int64)   # flow re-decided this round
-    dl = np.empty(nl, np.int64)
-    ndl_list = np.empty(nl, np.int64)
-    db = np.empty(nl, np.int64)
-    df = np.empty(nf, np.int64)
-    hd = np.empty(nf, np.int64)
-    nload = np.empty(nl)
-    nres = np.empty(nl)
-    nshare = np.empty(nl)
-    nbn = np.empty(nl, np.bool_)
-    newm = np.empty(nf)
-    nxt_load = np.empty(nl)
-    nxt_res = np.empty(nl)
-    # round 0's dirty links: those of the flows that join or leave
+    return nsd
+
+
+def _first_dirty(sd, nsd, f_ptr, e_link, l_ptr, l_flow, l_weight, act, t_load, t_res, mark_l,
+                 dl, nload, nres):
+    """Round 0's dirty links: those of the flows that join or leave whose load changed
+    (listed in ``dl`` with their new load and residual). Returns how many."""
     ndl = 0
     for i in range(nsd):
-        f = sd[i]
-        for e in range(f_ptr[f], f_ptr[f + 1]):
-            ln = e_link[e]
-            if mark_l[ln] != 0:
-                mark_l[ln] = 0
-                dl[ndl] = ln
-                ndl += 1
+        ndl = _mark_flow_links(sd[i], f_ptr, e_link, mark_l, 0, dl, ndl)
     kept = 0
     for i in range(ndl):
         ln = dl[i]
@@ -476,193 +448,286 @@ def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, 
         nres[ln] = t_res[0, ln]
         dl[kept] = ln
         kept += 1
-    ndl = kept
-    nunf = t_nunf[0]
-    for i in range(nsd):
-        f = sd[i]
-        nunf += (1 if act[f] else 0) - (1 if act0[f] else 0)
-    k = 0
-    while True:
-        if nunf == 0:
-            break
-        if k + 1 >= kcap:
-            return 2, k
-        while ready <= k + 1:  # the last run's state beyond its end
-            t_load[ready, :] = 0.0
-            t_res[ready, :] = final0
-            t_bn[ready, :] = False
-            t_lmin[ready, :] = inf
-            t_nunf[ready] = 0
-            ready += 1
-        old_live = k < k_old
-        # 1. shares of the dirty links
-        for i in range(ndl):
-            ln = dl[i]
-            nshare[ln] = max(nres[ln], 0.0) / nload[ln] if nload[ln] > 0 else inf
-        # 2. levels that may move: unfrozen flows on dirty links, flows whose status differs
-        nd = 0
-        for i in range(ndl):
-            nd = _mark_link_flows(dl[i], l_ptr, l_flow, act, rho, mark_f, k, df, nd)
-        for i in range(nsd):
-            f = sd[i]
-            if mark_f[f] != k and act[f] and rho[f] >= k:
-                mark_f[f] = k
-                df[nd] = f
-                nd += 1
-        ndb = 0
-        nmd = 0  # flows whose level or status moved
-        for i in range(nd):
-            f = df[i]
-            v = inf
-            for e in range(f_ptr[f], f_ptr[f + 1]):
-                ln = e_link[e]
-                if mark_l[ln] == k:
-                    v = min(v, nshare[ln])
-                else:
-                    ld = t_load[k, ln]
-                    v = min(v, max(t_res[k, ln], 0.0) / ld if ld > 0 else inf)
-            v = min(v, ceiling[f])
-            newm[f] = v
-            was = old_live and act0[f] and rho0[f] >= k
-            if not (was and _same(v, t_m[k, f])):
-                md[nmd] = f
-                nmd += 1
-                ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
-        # flows that took part in the last run's round and not in this one's
-        for i in range(nsd):
-            f = sd[i]
-            if old_live and act0[f] and rho0[f] >= k and not (act[f] and rho[f] >= k):
-                md[nmd] = f
-                nmd += 1
-                ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
-        ndb = _mark_each(dl, ndl, mark_db, k, db, ndb)
-        # 3. bottleneck tests of those links. link_min from the last run's, with the moved
-        # flows' new levels; rescanned where a moved flow may have held the minimum
-        for i in range(ndb):
-            cur[db[i]] = t_lmin[k, db[i]]
-        for i in range(nmd):
-            g = md[i]
-            was = old_live and act0[g] and rho0[g] >= k
-            now = act[g] and rho[g] >= k
-            for e in range(f_ptr[g], f_ptr[g + 1]):
-                ln = e_link[e]
-                if was and t_m[k, g] == t_lmin[k, ln]:
-                    mark_r[ln] = k
-                if now:
-                    cur[ln] = min(cur[ln], newm[g])
-        nh = 0
-        for i in range(ndb):
-            ln = db[i]
-            v = cur[ln]
-            if mark_r[ln] == k:
-                v = inf
-                for q in range(l_ptr[ln], l_ptr[ln + 1]):
-                    g = l_flow[q]
-                    if act[g] and rho[g] >= k:
-                        v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
-                cur[ln] = v
+    return kept
+
+
+def _extend_rows(ready, k, final0, t_load, t_res, t_bn, t_lmin, t_nunf):
+    """Rows up to k + 1 past the last run's end hold its final state; the new ``ready``."""
+    while ready <= k + 1:
+        t_load[ready, :] = 0.0
+        t_res[ready, :] = final0
+        t_bn[ready, :] = False
+        t_lmin[ready, :] = np.inf
+        t_nunf[ready] = 0
+        ready += 1
+    return ready
+
+
+def _new_levels(k, old_live, nd, df, f_ptr, e_link, mark_l, nshare, t_load, t_res, ceiling,
+                newm, act0, rho0, t_m, md, mark_db, db):
+    """The levels of the flows ``df[:nd]`` in round *k*; those that moved (or did not take
+    part in the last run's round) go to ``md``, their links to ``db``. Returns (nmd, ndb)."""
+    nmd, ndb = 0, 0
+    for i in range(nd):
+        f = df[i]
+        v = np.inf
+        for e in range(f_ptr[f], f_ptr[f + 1]):
+            ln = e_link[e]
             if mark_l[ln] == k:
-                ld, sh = nload[ln], nshare[ln]
+                v = min(v, nshare[ln])
             else:
-                ld = t_load[k, ln]
-                sh = max(t_res[k, ln], 0.0) / ld if ld > 0 else inf
-            b = ld > 0 and sh <= v * tol
-            nbn[ln] = b
-            if b != t_bn[k, ln]:
-                nh = _mark_link_flows(ln, l_ptr, l_flow, act, rho, mark_h, k, hd, nh)
-        nh = _mark_each(df, nd, mark_h, k, hd, nh)
-        # 4. decisions of those flows; the others keep the last run's
-        nn = 0
-        for i in range(nh):
-            f = hd[i]
-            v = newm[f] if mark_f[f] == k else t_m[k, f]
-            free = not np.isfinite(v)
-            hit = free or (np.isfinite(ceiling[f]) and ceiling[f] <= v * tol)
-            if not hit:
-                for e in range(f_ptr[f], f_ptr[f + 1]):
-                    ln = e_link[e]
-                    if mark_db[ln] == k:
-                        if nbn[ln]:
-                            hit = True
-                            break
-                    elif t_bn[k, ln]:
-                        hit = True
-                        break
-            r = inf if free else v
-            if hit:
-                if rho[f] == k and _same(rate[f], r):
-                    continue
-                rho[f] = k
-                rate[f] = r
-            elif rho[f] == k:
-                rho[f] = big
-            else:
-                continue
-            if not sd_mark[f]:
-                sd_mark[f] = True
-                sd[nsd] = f
-                nsd += 1
-            nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, ndl_list, nn)  # next state may differ
-        # 5. next round's unfrozen count; links of flows whose status then differs
-        nunf_next = t_nunf[k + 1]
-        for i in range(nsd):
-            f = sd[i]
-            a = act[f] and rho[f] >= k + 1
-            b = act0[f] and rho0[f] >= k + 1 and k + 1 < k_old
-            if a != b:
-                nunf_next += (1 if a else 0) - (1 if b else 0)
-                nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, ndl_list, nn)
-        nn = _mark_each(dl, ndl, mark_n, k, ndl_list, nn)
-        if nunf_next == nunf:
-            return 1, k
-        # 6. those links' load and residual at the next round
-        kept = 0
-        for i in range(nn):
-            ln = ndl_list[i]
-            s = 0.0
-            d = 0.0
+                v = min(v, _share(t_res[k, ln], t_load[k, ln]))
+        v = min(v, ceiling[f])
+        newm[f] = v
+        if not (_took_part(old_live, act0, rho0, f, k) and _same(v, t_m[k, f])):
+            md[nmd] = f
+            nmd += 1
+            ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
+    return nmd, ndb
+
+
+def _link_min(k, ndb, db, nmd, md, old_live, act, rho, act0, rho0, f_ptr, e_link, l_ptr,
+              l_flow, newm, mark_f, t_m, t_lmin, mark_r, cur):
+    """``link_min`` in round *k* of the links ``db[:ndb]`` into ``cur``: the last run's, with
+    the moved flows' (``md``) new levels; rescanned where a moved flow may have held it."""
+    for i in range(ndb):
+        cur[db[i]] = t_lmin[k, db[i]]
+    for i in range(nmd):
+        g = md[i]
+        was = _took_part(old_live, act0, rho0, g, k)
+        now = act[g] and rho[g] >= k
+        for e in range(f_ptr[g], f_ptr[g + 1]):
+            ln = e_link[e]
+            if was and t_m[k, g] == t_lmin[k, ln]:
+                mark_r[ln] = k
+            if now:
+                cur[ln] = min(cur[ln], newm[g])
+    for i in range(ndb):
+        ln = db[i]
+        if mark_r[ln] == k:
+            v = np.inf
             for q in range(l_ptr[ln], l_ptr[ln + 1]):
                 g = l_flow[q]
-                if act[g]:
-                    if rho[g] >= k + 1:
-                        s += l_weight[q]
-                    elif rho[g] == k and np.isfinite(rate[g]):
-                        d += l_weight[q] * rate[g]
-            res = (nres[ln] if mark_l[ln] == k else t_res[k, ln]) - d
-            if _same(s, t_load[k + 1, ln]) and _same(res, t_res[k + 1, ln]):
+                if act[g] and rho[g] >= k:
+                    v = min(v, newm[g] if mark_f[g] == k else t_m[k, g])
+            cur[ln] = v
+
+
+def _bottlenecks(k, tol, ndb, db, cur, mark_l, nload, nshare, t_load, t_res, t_bn, nbn,
+                 l_ptr, l_flow, act, rho, mark_h, hd):
+    """The bottleneck tests of the links ``db[:ndb]`` in round *k* (into ``nbn``); the flows
+    of a link whose test changed go to ``hd``. Returns how many."""
+    nh = 0
+    for i in range(ndb):
+        ln = db[i]
+        if mark_l[ln] == k:
+            ld, sh = nload[ln], nshare[ln]
+        else:
+            ld = t_load[k, ln]
+            sh = _share(t_res[k, ln], ld)
+        b = ld > 0 and sh <= cur[ln] * tol
+        nbn[ln] = b
+        if b != t_bn[k, ln]:
+            nh = _mark_active(l_flow, l_ptr[ln], l_ptr[ln + 1], act, rho, mark_h, k, hd, nh)
+    return nh
+
+
+def _freezes(f, v, k, tol, ceiling, f_ptr, e_link, mark_db, nbn, t_bn):
+    """Flow *f* at level *v* freezes (or is set free) in round *k*: unbounded, at its
+    ceiling, or on a bottleneck link (this run's test where it was redone)."""
+    if not np.isfinite(v) or (np.isfinite(ceiling[f]) and ceiling[f] <= v * tol):
+        return True
+    for e in range(f_ptr[f], f_ptr[f + 1]):
+        ln = e_link[e]
+        if mark_db[ln] == k:
+            if nbn[ln]:
+                return True
+        elif t_bn[k, ln]:
+            return True
+    return False
+
+
+def _decide(k, tol, big, nh, hd, newm, mark_f, t_m, ceiling, f_ptr, e_link, mark_db, nbn,
+            t_bn, rho, rate, sd, sd_mark, nsd, mark_n, nxt_dl):
+    """The decisions of the flows ``hd[:nh]`` in round *k* (the others keep the last run's);
+    a flow whose decision changed joins ``sd`` and its links ``nxt_dl``. Returns (nn, nsd)."""
+    nn = 0
+    for i in range(nh):
+        f = hd[i]
+        v = newm[f] if mark_f[f] == k else t_m[k, f]
+        r = np.inf if not np.isfinite(v) else v
+        if _freezes(f, v, k, tol, ceiling, f_ptr, e_link, mark_db, nbn, t_bn):
+            if rho[f] == k and _same(rate[f], r):
                 continue
-            nxt_load[ln] = s
-            nxt_res[ln] = res
-            ndl_list[kept] = ln
-            kept += 1
-        # 7. this round's row becomes this run's
-        for i in range(ndl):
-            ln = dl[i]
-            t_load[k, ln] = nload[ln]
-            t_res[k, ln] = nres[ln]
-        for i in range(nd):
-            t_m[k, df[i]] = newm[df[i]]
-        for i in range(ndb):
-            t_bn[k, db[i]] = nbn[db[i]]
-            t_lmin[k, db[i]] = cur[db[i]]
-        t_nunf[k] = nunf
-        for i in range(kept):
-            ln = ndl_list[i]
-            dl[i] = ln
-            mark_l[ln] = k + 1
-            nload[ln] = nxt_load[ln]
-            nres[ln] = nxt_res[ln]
-        ndl = kept
-        nunf = nunf_next
-        k += 1
-    # row k is the final state: no flow left, no bottleneck, no level
+            rho[f] = k
+            rate[f] = r
+        elif rho[f] == k:
+            rho[f] = big
+        else:
+            continue
+        if not sd_mark[f]:
+            sd_mark[f] = True
+            sd[nsd] = f
+            nsd += 1
+        nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, nxt_dl, nn)  # next state may differ
+    return nn, nsd
+
+
+def _next_unfrozen(k, k_old, nsd, sd, act, rho, act0, rho0, t_nunf, f_ptr, e_link, mark_n,
+                   nxt_dl, nn):
+    """The unfrozen count of round k + 1; the links of flows whose status then differs from
+    the last run's go to ``nxt_dl``. Returns (count, nn)."""
+    nunf_next = t_nunf[k + 1]
+    for i in range(nsd):
+        f = sd[i]
+        a = act[f] and rho[f] >= k + 1
+        b = act0[f] and rho0[f] >= k + 1 and k + 1 < k_old
+        if a != b:
+            nunf_next += (1 if a else 0) - (1 if b else 0)
+            nn = _mark_flow_links(f, f_ptr, e_link, mark_n, k, nxt_dl, nn)
+    return nunf_next, nn
+
+
+def _next_state(k, nn, nxt_dl, l_ptr, l_flow, l_weight, act, rho, rate, mark_l, nres, t_res,
+                t_load, nxt_load, nxt_res):
+    """Load and residual at round k + 1 of the links ``nxt_dl[:nn]``; those that differ from
+    the last run's stay listed (first in ``nxt_dl``). Returns how many."""
+    kept = 0
+    for i in range(nn):
+        ln = nxt_dl[i]
+        s = 0.0
+        d = 0.0
+        for q in range(l_ptr[ln], l_ptr[ln + 1]):
+            g = l_flow[q]
+            if act[g]:
+                if rho[g] >= k + 1:
+                    s += l_weight[q]
+                elif rho[g] == k and np.isfinite(rate[g]):
+                    d += l_weight[q] * rate[g]
+        res = (nres[ln] if mark_l[ln] == k else t_res[k, ln]) - d
+        if _same(s, t_load[k + 1, ln]) and _same(res, t_res[k + 1, ln]):
+            continue
+        nxt_load[ln] = s
+        nxt_res[ln] = res
+        nxt_dl[kept] = ln
+        kept += 1
+    return kept
+
+
+def _commit_round(k, nunf, ndl, dl, nload, nres, nd, df, newm, ndb, db, nbn, cur, t_load,
+                  t_res, t_m, t_bn, t_lmin, t_nunf):
+    """Round *k*'s recomputed numbers go into its trace row: it becomes this run's."""
+    for i in range(ndl):
+        ln = dl[i]
+        t_load[k, ln] = nload[ln]
+        t_res[k, ln] = nres[ln]
+    for i in range(nd):
+        t_m[k, df[i]] = newm[df[i]]
+    for i in range(ndb):
+        t_bn[k, db[i]] = nbn[db[i]]
+        t_lmin[k, db[i]] = cur[db[i]]
+    t_nunf[k] = nunf
+
+
+def _advance(k, kept, nxt_dl, dl, mark_l, nload, nres, nxt_load, nxt_res):
+    """Round k + 1's dirty links are the ones ``_next_state`` kept."""
+    for i in range(kept):
+        ln = nxt_dl[i]
+        dl[i] = ln
+        mark_l[ln] = k + 1
+        nload[ln] = nxt_load[ln]
+        nres[ln] = nxt_res[ln]
+
+
+def _final_row(k, ndl, dl, nload, nres, t_load, t_res, t_bn, t_lmin, t_nunf):
+    """Row *k* is the final state: no flow left, no bottleneck, no level."""
     t_bn[k, :] = False
-    t_lmin[k, :] = inf
+    t_lmin[k, :] = np.inf
     for i in range(ndl):
         ln = dl[i]
         t_load[k, ln] = nload[ln]
         t_res[k, ln] = nres[ln]
     t_nunf[k] = 0
+
+
+def _resolve_py(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight, ceiling, tol, act,
+                act0, rho, rate, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, k_old, big):
+    """Re-run the rounds for the active set ``act`` from the trace of the last run (active
+    set ``act0``), recomputing only what differs from it; the trace becomes this run's.
+    Returns (status, rounds): 0 done, 1 no progress, 2 out of trace rows."""
+    nf, nl = len(f_ptr) - 1, len(l_ptr) - 1
+    kcap = t_load.shape[0] - 1
+    rho0 = rho.copy()
+    final0 = t_res[k_old].copy()
+    ready = k_old + 1  # rows 0..k_old hold the last run; later rows start as its final state
+    # flows whose status (taking part, freeze round) may differ from the last run's
+    sd = np.empty(nf, np.int64)
+    sd_mark = np.zeros(nf, np.bool_)
+    nsd = _status_changes(nf, act, act0, rho, rate, big, sd, sd_mark)
+    # scratch: per link, marks of the round it was listed dirty (mark_l), its bottleneck
+    # recomputed (mark_db), its link_min rescanned (mark_r), listed for the next round
+    # (mark_n); per flow, its level recomputed (mark_f), re-decided (mark_h)
+    mark_l, mark_db = np.full(nl, -1, np.int64), np.full(nl, -1, np.int64)
+    mark_r, mark_n = np.full(nl, -1, np.int64), np.full(nl, -1, np.int64)
+    mark_f, mark_h = np.full(nf, -1, np.int64), np.full(nf, -1, np.int64)
+    dl, nxt_dl, db = np.empty(nl, np.int64), np.empty(nl, np.int64), np.empty(nl, np.int64)
+    md, df, hd = np.empty(nf, np.int64), np.empty(nf, np.int64), np.empty(nf, np.int64)
+    cur, nload, nres, nshare = np.empty(nl), np.empty(nl), np.empty(nl), np.empty(nl)
+    nxt_load, nxt_res, nbn, newm = np.empty(nl), np.empty(nl), np.empty(nl, np.bool_), np.empty(nf)
+    ndl = _first_dirty(sd, nsd, f_ptr, e_link, l_ptr, l_flow, l_weight, act, t_load, t_res,
+                       mark_l, dl, nload, nres)
+    nunf = t_nunf[0]
+    for i in range(nsd):
+        nunf += (1 if act[sd[i]] else 0) - (1 if act0[sd[i]] else 0)
+    k = 0
+    while nunf != 0:
+        if k + 1 >= kcap:
+            return 2, k
+        ready = _extend_rows(ready, k, final0, t_load, t_res, t_bn, t_lmin, t_nunf)
+        old_live = k < k_old
+        for i in range(ndl):  # 1. shares of the dirty links
+            nshare[dl[i]] = _share(nres[dl[i]], nload[dl[i]])
+        # 2. levels that may move: unfrozen flows on dirty links, flows whose status differs
+        nd = 0
+        for i in range(ndl):
+            nd = _mark_active(l_flow, l_ptr[dl[i]], l_ptr[dl[i] + 1], act, rho, mark_f, k, df,
+                              nd)
+        nd = _mark_active(sd, 0, nsd, act, rho, mark_f, k, df, nd)
+        nmd, ndb = _new_levels(k, old_live, nd, df, f_ptr, e_link, mark_l, nshare, t_load,
+                               t_res, ceiling, newm, act0, rho0, t_m, md, mark_db, db)
+        for i in range(nsd):  # flows that took part in the last run's round, not this one's
+            f = sd[i]
+            if _took_part(old_live, act0, rho0, f, k) and not (act[f] and rho[f] >= k):
+                md[nmd] = f
+                nmd += 1
+                ndb = _mark_flow_links(f, f_ptr, e_link, mark_db, k, db, ndb)
+        ndb = _mark_each(dl, 0, ndl, mark_db, k, db, ndb)
+        # 3. bottleneck tests of those links
+        _link_min(k, ndb, db, nmd, md, old_live, act, rho, act0, rho0, f_ptr, e_link, l_ptr,
+                  l_flow, newm, mark_f, t_m, t_lmin, mark_r, cur)
+        nh = _bottlenecks(k, tol, ndb, db, cur, mark_l, nload, nshare, t_load, t_res, t_bn,
+                          nbn, l_ptr, l_flow, act, rho, mark_h, hd)
+        nh = _mark_each(df, 0, nd, mark_h, k, hd, nh)
+        # 4. decisions of those flows; the others keep the last run's
+        nn, nsd = _decide(k, tol, big, nh, hd, newm, mark_f, t_m, ceiling, f_ptr, e_link,
+                          mark_db, nbn, t_bn, rho, rate, sd, sd_mark, nsd, mark_n, nxt_dl)
+        # 5. next round's unfrozen count; links of flows whose status then differs
+        nunf_next, nn = _next_unfrozen(k, k_old, nsd, sd, act, rho, act0, rho0, t_nunf, f_ptr,
+                                       e_link, mark_n, nxt_dl, nn)
+        nn = _mark_each(dl, 0, ndl, mark_n, k, nxt_dl, nn)
+        if nunf_next == nunf:
+            return 1, k
+        # 6. those links' load and residual at the next round
+        kept = _next_state(k, nn, nxt_dl, l_ptr, l_flow, l_weight, act, rho, rate, mark_l,
+                           nres, t_res, t_load, nxt_load, nxt_res)
+        # 7. this round's row becomes this run's
+        _commit_round(k, nunf, ndl, dl, nload, nres, nd, df, newm, ndb, db, nbn, cur, t_load,
+                      t_res, t_m, t_bn, t_lmin, t_nunf)
+        _advance(k, kept, nxt_dl, dl, mark_l, nload, nres, nxt_load, nxt_res)
+        ndl = kept
+        nunf = nunf_next
+        k += 1
+    _final_row(k, ndl, dl, nload, nres, t_load, t_res, t_bn, t_lmin, t_nunf)
     return 0, k
 
 
@@ -677,10 +742,13 @@ def _jit(fn, **kwargs):
 if njit is not None:
     _compact = _jit(_compact_py, nogil=True)
     _fill = _jit(_fill_py, nogil=True)
-    _same = _jit(_same, inline="always")
-    _mark_flow_links = _jit(_mark_flow_links, inline="always")
-    _mark_each = _jit(_mark_each, inline="always")
-    _mark_link_flows = _jit(_mark_link_flows, inline="always")
+    # the re-solve's helpers, inlined into it (numba IR inlining: one compiled function)
+    for _name in ("_same", "_mark_each", "_mark_flow_links", "_mark_active", "_share",
+                  "_took_part", "_status_changes", "_first_dirty", "_extend_rows",
+                  "_new_levels", "_link_min", "_bottlenecks", "_freezes", "_decide",
+                  "_next_unfrozen", "_next_state", "_commit_round", "_advance", "_final_row"):
+        globals()[_name] = _jit(globals()[_name], inline="always")
+    del _name
     _resolve = _jit(_resolve_py, nogil=True)
 else:  # pragma: no cover
     _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py

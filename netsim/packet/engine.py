@@ -437,10 +437,7 @@ class PacketSim(RcTransport):
         self.P_paused_ps[lk] += t - self.P_pause_t0[lk]
         self.paused_set.discard(lk)
         if self.P_wake[lk] < 0:
-            if self.P_busy[lk] <= t:
-                self._serve(t, lk)
-            else:
-                self._kick(lk, self.P_busy[lk])
+            self._port_ready(t, lk)
 
     # ---------------------------------------------------------------- faults
     def _link_state(self, t, lk, up):
@@ -475,313 +472,364 @@ class PacketSim(RcTransport):
         self.reroute(t, [lid for lid, up in enumerate(self.L_up) if not up])
 
 
-def _hot_path(sim: PacketSim) -> dict:
-    """The per-packet functions of *sim*, as closures over its arrays and settings.
+class _Fabric:
+    """The port and switch arrays and settings the per-packet functions read (see
+    :func:`_hot_path`), gathered once per run. The compiled build declares it an extension
+    type (``engine.pxd``): its fields are C fields, the arrays typed memoryviews, so the
+    helpers below read them as cheaply as closure variables. Scalars that change during the
+    run (counters) stay on ``sim``; the lists are never replaced, only mutated.
 
-    They run once per packet and hop, so every list they touch is a closure variable and every
-    setting a constant here instead of an attribute of ``sim`` (an attribute lookup on the
-    simulator costs about as much as the arithmetic of a hop). Scalars that change during the
-    run (counters) stay on ``sim``. The lists are never replaced, only mutated.
-
-    The annotations type them for the compiled build (Cython, ``setup.py``); plain Python never
-    evaluates them. Times and sizes are C ``long long`` there (picoseconds and bytes fit in 63
-    bits); settings that may be floats are ``double`` (exact for integers below 2**53, as in
-    Python's int/float comparisons). The tie hash keeps its low bits only: the product below
-    wraps at 64 bits in C, and bits 29..63 of it are the same as Python's exact product's as
-    long as ``tie_mask`` < 2**35 links.
+    Times and sizes are C ``long long`` there (picoseconds and bytes fit in 63 bits); settings
+    that may be floats are ``double`` (exact for integers below 2**53, as in Python's
+    int/float comparisons). The tie hash keeps its low bits only: the product in
+    :func:`_launch` wraps at 64 bits in C, and bits 29..63 of it are the same as Python's
+    exact product's as long as ``tie_mask`` < 2**35 links.
     """
-    q: list = sim.q
-    eid = sim.eid
-    L_up: list = sim.L_up
-    L_dst: cython.longlong[:] = sim.L_dst
-    L_rate: cython.longlong[:] = sim.L_rate
-    L_prop: cython.longlong[:] = sim.L_prop
-    L_nic: cython.longlong[:] = sim.L_nic
-    L_tie: cython.longlong[:] = sim.L_tie
-    P_busy: cython.longlong[:] = sim.P_busy
-    P_wake: cython.longlong[:] = sim.P_wake
-    P_ctrl: list = sim.P_ctrl
-    P_data: list = sim.P_data
-    P_qb: cython.longlong[:] = sim.P_qb
-    P_qmax: cython.longlong[:] = sim.P_qmax
-    P_paused: list = sim.P_paused
-    P_txb: cython.longlong[:] = sim.P_txb
-    P_ecn: cython.longlong[:] = sim.P_ecn
-    I_bytes: cython.longlong[:] = sim.I_bytes
-    I_xoff: list = sim.I_xoff
-    I_level: cython.longlong[:] = sim.I_level
-    I_hr_max: cython.longlong[:] = sim.I_hr_max
-    S_used: cython.longlong[:] = sim.S_used
-    N_xoff: list = sim.N_xoff
-    headroom: list = sim.headroom
-    L_fly: list = sim.L_fly
-    hq: CHeap = sim.hq  # noqa: F821 (cimported in engine.pxd) compiled build: wakes and arrivals
-    # go on this C heap, else on q
-    cheap: cython.bint = hq is not None
-    assert sim.tie_mask < 1 << 35
-    tie_mask: cython.longlong = sim.tie_mask
-    PS_BITS: cython.longlong = _PS_BITS
-    TIE_MUL: cython.ulonglong = _TIE_MUL
-    ack_qp: cython.bint = sim.ack_qp
-    fast: cython.bint = sim.fast
-    pfc: cython.bint = sim.pfc
-    ecn: cython.bint = sim.ecn
-    ecn_deq: cython.bint = sim.ecn_deq
-    cnp_prio: cython.bint = sim.cnp_prio
-    buffer: cython.double = sim.buffer
-    alpha: cython.double = sim.alpha
-    static: cython.bint = sim.xoff_static is not None
-    xoff_fixed: cython.double = sim.xoff_static if static else 0.0  # read only when static
-    kmin: cython.double = sim.kmin
-    kmax: cython.double = sim.kmax
-    pmax: cython.double = sim.pmax
-    release, lost = sim._release, sim._lost
-    uniform = sim._draws.__next__
-    drop_admit, send_pause, cnp_from = sim._drop_admit, sim._send_pause, sim._cnp_from
-    rx_ctrl = sim._rx_ctrl
+
+    def __init__(self, sim: PacketSim):
+        self.q = sim.q
+        self.eid = sim.eid
+        self.L_up = sim.L_up
+        self.L_dst = sim.L_dst
+        self.L_rate = sim.L_rate
+        self.L_prop = sim.L_prop
+        self.L_nic = sim.L_nic
+        self.L_tie = sim.L_tie
+        self.L_fly = sim.L_fly
+        self.P_busy = sim.P_busy
+        self.P_wake = sim.P_wake
+        self.P_ctrl = sim.P_ctrl
+        self.P_data = sim.P_data
+        self.P_qb = sim.P_qb
+        self.P_qmax = sim.P_qmax
+        self.P_paused = sim.P_paused
+        self.P_txb = sim.P_txb
+        self.P_ecn = sim.P_ecn
+        self.I_bytes = sim.I_bytes
+        self.I_xoff = sim.I_xoff
+        self.I_level = sim.I_level
+        self.I_hr_max = sim.I_hr_max
+        self.S_used = sim.S_used
+        self.N_xoff = sim.N_xoff
+        self.headroom = sim.headroom
+        self.hq = sim.hq  # compiled build: wakes and arrivals go on this C heap, else on q
+        self.cheap = sim.hq is not None
+        assert sim.tie_mask < 1 << 35
+        self.tie_mask = sim.tie_mask
+        self.PS_BITS = _PS_BITS
+        self.TIE_MUL = _TIE_MUL
+        self._settings(sim)
+        self.release, self.lost = sim._release, sim._lost
+        self.uniform = sim._draws.__next__
+        self.drop_admit, self.send_pause = sim._drop_admit, sim._send_pause
+        self.cnp_from, self.rx_ctrl = sim._cnp_from, sim._rx_ctrl
+        # the callbacks this module puts on the heaps, and the NIC's (set by _hot_path)
+        self.wake = self.arrive = self.nic_send = self.rx_data = None
+
+    def _settings(self, sim: PacketSim) -> None:
+        """The configuration the hot path reads (constants for the run)."""
+        self.ack_qp = sim.ack_qp
+        self.fast = sim.fast
+        self.pfc = sim.pfc
+        self.ecn = sim.ecn
+        self.ecn_deq = sim.ecn_deq
+        self.cnp_prio = sim.cnp_prio
+        self.buffer = sim.buffer
+        self.alpha = sim.alpha
+        self.static = sim.xoff_static is not None
+        self.xoff_fixed = sim.xoff_static if self.static else 0.0  # read only when static
+        self.kmin = sim.kmin
+        self.kmax = sim.kmax
+        self.pmax = sim.pmax
+
+
+def _kick(f: _Fabric, lk: cython.Py_ssize_t, t: cython.longlong):
+    """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
+    w: cython.longlong = f.P_wake[lk]
+    if 0 <= w <= t:
+        return
+    f.P_wake[lk] = t
+    if f.cheap:
+        f.hq.push((t, 0, next(f.eid), f.wake, lk, None))
+    else:
+        heappush(f.q, (t, next(f.eid), f.wake, lk, None))
+
+
+def _wake(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t):
+    """The wake of port *lk* at *t*: serve it, or wait until it is free."""
+    if f.P_wake[lk] != t:
+        return  # superseded by an earlier wake
+    f.P_wake[lk] = -1
+    busy: cython.longlong = f.P_busy[lk]
+    if busy > t:
+        _kick(f, lk, busy)
+    else:
+        _serve(f, t, lk)
+
+
+def _tx(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt) -> cython.longlong:
+    """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
+
+    Returns the time the port is free again.
+    """
+    size: cython.longlong = pkt.size
+    rate: cython.longlong = f.L_rate[lk]
+    end: cython.longlong = t + size * f.PS_BITS // rate
+    f.P_busy[lk] = end
+    f.P_txb[lk] += size
+    if f.L_up[lk]:
+        _launch(f, lk, pkt, end + f.L_prop[lk])
+    else:
+        f.lost(lk, pkt)
+    return end
+
+
+def _launch(f: _Fabric, lk: cython.Py_ssize_t, pkt: Pkt, ta: cython.longlong):
+    """*pkt* is on the wire of link *lk* and arrives at *ta*: queue it behind the link's
+    packets in flight (only the first of them is on a heap)."""
+    tie0: cython.longlong = f.L_tie[lk]
+    key: object = ((tie0 ^ (ta * f.TIE_MUL >> 29)) & f.tie_mask) + 1
+    fly = f.L_fly[lk]
+    if f.cheap:
+        fly.append((ta, key, next(f.eid), f.arrive, lk, pkt))
+        if len(fly) == 1:
+            f.hq.push(fly[0])
+    else:
+        fly.append((ta, key << 40 | next(f.eid), f.arrive, lk, pkt))
+        if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
+            heappush(f.q, fly[0])
+
+
+def _serve(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t):
+    """Port *lk* is free at *t*: send the next packet (control first, then data).
+
+    A switch port sends one data packet per service, so buffer release, ECN at dequeue and
+    PFC see each packet at the time it really leaves. A NIC port commits paced packets up
+    to ``commit_ps`` ahead (:meth:`_nic_send`), never past its PFC response delay.
+    """
+    ctrl = f.P_ctrl[lk]
+    if ctrl:
+        _serve_ctrl(f, t, lk, ctrl)
+        return
+    if f.L_nic[lk] >= 0:
+        if not f.P_paused[lk]:
+            f.nic_send(t, lk)
+        return
+    _serve_data(f, t, lk)
+
+
+def _serve_ctrl(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, ctrl):
+    """Send the first packet of port *lk*'s control class (*ctrl*, not empty)."""
+    pkt: Pkt
+    if f.P_paused[lk] and f.ack_qp:
+        pkt = f.cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
+        if pkt is None:
+            return
+    else:
+        pkt = ctrl.popleft()
+    _tx(f, t, lk, pkt)
+    if ctrl or f.P_data[lk] or f.L_nic[lk] >= 0:
+        _kick(f, lk, f.P_busy[lk])
+
+
+def _serve_data(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t):
+    """Send the first data packet queued at switch port *lk*, unless it is paused."""
+    data = f.P_data[lk]
+    if not data or f.P_paused[lk]:
+        return
+    pkt: Pkt = data.popleft()
+    size: cython.longlong = pkt.size
+    qb: cython.longlong = f.P_qb[lk]
+    qb -= size
+    f.P_qb[lk] = qb
+    inl: cython.Py_ssize_t = pkt.inl
+    node: cython.Py_ssize_t = f.L_dst[inl]
+    if f.N_xoff[node]:
+        f.release(t, pkt)
+    else:  # _release without a paused ingress to check
+        f.S_used[node] -= size
+        f.I_bytes[inl] -= size
+    if f.ecn_deq and qb > f.kmin and f.ecn and pkt.kind == DATA:
+        # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
+        _red_mark(f, qb, pkt, lk)
+    end: cython.longlong = _tx(f, t, lk, pkt)
+    if data:
+        _kick(f, lk, end)  # this port's wake was cleared by wake(), or it had none
+
+
+def _red_mark(f: _Fabric, qb: cython.longlong, pkt: Pkt, lk: cython.Py_ssize_t):
+    """RED/ECN above Kmin: mark *pkt* with a probability rising to Pmax at Kmax (*qb* bytes
+    queued at egress *lk*)."""
+    if qb >= f.kmax or f.uniform() < f.pmax * (qb - f.kmin) / (f.kmax - f.kmin):
+        pkt.ecn = 1
+        f.P_ecn[lk] += 1
+
+
+def _xoff_at(f: _Fabric, used: cython.longlong) -> cython.double:
+    """The XOFF threshold of an ingress queue (static, or ``alpha x free buffer``) when the
+    switch holds *used* bytes."""
+    return f.xoff_fixed if f.static else f.alpha * (f.buffer - used)
+
+
+def _arrive(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
+    """*pkt* has fully arrived over link *lk* at the link's head node."""
+    fly = f.L_fly[lk]
+    fly.popleft()
+    if fly:  # the link's next arrival goes on the heap
+        if f.cheap:
+            f.hq.push(fly[0])
+        else:
+            heappush(f.q, fly[0])
+    if not f.L_up[lk]:
+        f.lost(lk, pkt)
+        return
+    route = pkt.route
+    h: cython.Py_ssize_t = pkt.hop + 1
+    kind: cython.int = pkt.kind
+    if h == len(route):
+        if kind == DATA:
+            f.rx_data(t, pkt)
+        else:
+            f.rx_ctrl(t, pkt)
+        return
+    pkt.hop = h
+    nl: cython.Py_ssize_t = route[h]
+    if kind != DATA and (not f.ack_qp or (kind == CNP and f.cnp_prio)):
+        _forward_ctrl(f, t, nl, pkt)
+    elif not _cut_through(f, t, lk, nl, pkt):
+        _enqueue(f, t, lk, nl, pkt)
+
+
+def _forward_ctrl(f: _Fabric, t: cython.longlong, nl: cython.Py_ssize_t, pkt: Pkt):
+    """A control packet in the strict-priority class goes to egress *nl*'s control queue."""
+    f.P_ctrl[nl].append(pkt)
+    w: cython.longlong = f.P_wake[nl]
+    if w < 0:
+        busy: cython.longlong = f.P_busy[nl]
+        if busy <= t:
+            _serve(f, t, nl)
+        else:
+            _kick(f, nl, busy)
+
+
+def _cut_through(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, nl: cython.Py_ssize_t,
+                 pkt: Pkt) -> cython.bint:
+    """Idle port, empty queue, no PFC threshold in reach: send *pkt* (in over *lk*) straight
+    on egress *nl* and return True (the buffer would hold it for no time; the same as
+    :func:`_enqueue`, which records the packet's own size as the port's queue maximum)."""
+    if not f.fast:
+        return False
+    busy: cython.longlong = f.P_busy[nl]
+    node: cython.Py_ssize_t = f.L_dst[lk]
+    size: cython.longlong = pkt.size
+    used: cython.longlong = f.S_used[node]
+    w: cython.longlong = f.P_wake[nl]
+    ibytes: cython.longlong = f.I_bytes[lk]
+    if busy <= t and not f.I_xoff[lk] and w < 0 \
+            and not f.P_data[nl] and not f.P_paused[nl] and not f.P_ctrl[nl] \
+            and used + size <= f.buffer and (not f.pfc or ibytes + size <= _xoff_at(f, used)):
+        qmax: cython.longlong = f.P_qmax[nl]
+        if size > qmax:
+            f.P_qmax[nl] = size
+        _tx(f, t, nl, pkt)
+        return True
+    return False
+
+
+def _enqueue(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, nl: cython.Py_ssize_t,
+             pkt: Pkt):
+    """A packet in the data class (in over *lk*) for egress *nl*: buffer admission, PFC, ECN,
+    then the egress queue. Headroom is a reserved pool: a paused ingress queue spills into
+    it, not the shared buffer."""
+    busy: cython.longlong = f.P_busy[nl]
+    node: cython.Py_ssize_t = f.L_dst[lk]
+    size: cython.longlong = pkt.size
+    used: cython.longlong = f.S_used[node]
+    xoff: cython.bint = f.I_xoff[lk]
+    if used + size > f.buffer and not (f.pfc and xoff):
+        f.drop_admit(pkt, nl, False)
+        return
+    qb: cython.longlong = f.P_qb[nl]
+    rate: cython.longlong
+    if busy > t:  # bytes still to serialize of the packets already committed
+        rate = f.L_rate[nl]
+        qb += (busy - t) * rate // f.PS_BITS
+    thr: cython.double = _xoff_at(f, used)
+    if f.pfc:
+        if not _pfc_ingress(f, t, lk, nl, pkt, xoff, thr):
+            return
+    elif qb + size > thr:
+        f.drop_admit(pkt, nl, False)
+        return
+    f.S_used[node] = used + size
+    if qb > f.kmin and f.ecn and not f.ecn_deq and pkt.kind == DATA:
+        _red_mark(f, qb, pkt, nl)
+    pkt.inl = lk
+    f.P_data[nl].append(pkt)
+    f.P_qb[nl] += size
+    qmax: cython.longlong = f.P_qmax[nl]
+    if qb + size > qmax:
+        f.P_qmax[nl] = qb + size
+    w: cython.longlong = f.P_wake[nl]
+    if w < 0:
+        if busy <= t:
+            _serve(f, t, nl)
+        elif not f.P_paused[nl]:
+            _kick(f, nl, busy)
+
+
+def _pfc_ingress(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t,
+                 nl: cython.Py_ssize_t, pkt: Pkt, xoff: cython.bint,
+                 thr: cython.double) -> cython.bint:
+    """PFC accounting of *pkt* on ingress *lk* (XOFF threshold *thr*): spill into headroom
+    while paused (False: dropped, headroom full), or PAUSE upstream on passing XOFF."""
+    ib: cython.longlong = f.I_bytes[lk] + pkt.size
+    hr: cython.longlong
+    lim: cython.longlong
+    if xoff:
+        lim = f.I_level[lk]
+        hr = ib - lim
+        lim = f.headroom[lk]
+        if hr > lim:
+            f.drop_admit(pkt, nl, True)
+            return False
+        lim = f.I_hr_max[lk]
+        if hr > lim:
+            f.I_hr_max[lk] = hr
+    elif ib > thr:
+        f.send_pause(t, lk, ib)
+    f.I_bytes[lk] = ib
+    return True
+
+
+def _hot_path(sim: PacketSim) -> dict:
+    """The per-packet functions of *sim*: closures over its arrays and settings
+    (:class:`_Fabric`), each handing its event to the helper above that does the work.
+
+    They run once per packet and hop, so every array they touch is read from one record of
+    the run instead of an attribute of ``sim`` (an attribute lookup on the simulator costs
+    about as much as the arithmetic of a hop). In the compiled build (Cython, ``setup.py``,
+    ``engine.pxd``) the helpers are C functions that call each other directly; plain Python
+    runs the same code.
+    """
+    f: _Fabric = _Fabric(sim)
 
     def kick(lk: cython.Py_ssize_t, t: cython.longlong):
-        """Make sure port *lk* is served at *t* (one pending wake per port, earliest wins)."""
-        w: cython.longlong = P_wake[lk]
-        if 0 <= w <= t:
-            return
-        P_wake[lk] = t
-        if cheap:
-            hq.push((t, 0, next(eid), wake, lk, None))
-        else:
-            heappush(q, (t, next(eid), wake, lk, None))
+        _kick(f, lk, t)
 
     def wake(t: cython.longlong, lk: cython.Py_ssize_t, _):
-        if P_wake[lk] != t:
-            return  # superseded by an earlier wake
-        P_wake[lk] = -1
-        busy: cython.longlong = P_busy[lk]
-        if busy > t:
-            kick(lk, busy)
-        else:
-            serve(t, lk)
+        _wake(f, t, lk)
 
     def tx(t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
-        """Serialize *pkt* on link *lk* from *t*; it arrives a propagation delay after the end.
-
-        Returns the time the port is free again.
-        """
-        size: cython.longlong = pkt.size
-        rate: cython.longlong = L_rate[lk]
-        end: cython.longlong = t + size * PS_BITS // rate
-        P_busy[lk] = end
-        P_txb[lk] += size
-        if L_up[lk]:
-            ta: cython.longlong = end + L_prop[lk]
-            tie0: cython.longlong = L_tie[lk]
-            key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
-            fly = L_fly[lk]
-            if cheap:
-                fly.append((ta, key, next(eid), arrive, lk, pkt))
-                if len(fly) == 1:
-                    hq.push(fly[0])
-            else:
-                fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
-                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                    heappush(q, fly[0])
-        else:
-            lost(lk, pkt)
-        return end
+        return _tx(f, t, lk, pkt)
 
     def serve(t: cython.longlong, lk: cython.Py_ssize_t):
-        """Port *lk* is free at *t*: send the next packet (control first, then data).
-
-        A switch port sends one data packet per service, so buffer release, ECN at dequeue and
-        PFC see each packet at the time it really leaves. A NIC port commits paced packets up
-        to ``commit_ps`` ahead (:meth:`_nic_send`), never past its PFC response delay.
-        """
-        pkt: Pkt
-        ctrl = P_ctrl[lk]
-        nicp: cython.longlong = L_nic[lk]
-        if ctrl:
-            if P_paused[lk] and ack_qp:
-                pkt = cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
-                if pkt is None:
-                    return
-            else:
-                pkt = ctrl.popleft()
-            tx(t, lk, pkt)
-            if ctrl or P_data[lk] or nicp >= 0:
-                kick(lk, P_busy[lk])
-            return
-        if nicp >= 0:
-            if not P_paused[lk]:
-                nic_send(t, lk)
-            return
-        data = P_data[lk]
-        if not data or P_paused[lk]:
-            return
-        pkt = data.popleft()
-        size: cython.longlong = pkt.size
-        qb: cython.longlong = P_qb[lk]
-        qb -= size
-        P_qb[lk] = qb
-        inl: cython.Py_ssize_t = pkt.inl
-        node: cython.Py_ssize_t = L_dst[inl]
-        if N_xoff[node]:
-            release(t, pkt)
-        else:  # _release without a paused ingress to check
-            S_used[node] -= size
-            I_bytes[inl] -= size
-        if ecn_deq and qb > kmin and ecn and pkt.kind == DATA:
-            # HPCC ns-3 marks on dequeue with the bytes left behind the leaving packet.
-            if qb >= kmax or uniform() < pmax * (qb - kmin) / (kmax - kmin):
-                pkt.ecn = 1
-                P_ecn[lk] += 1
-        rate: cython.longlong = L_rate[lk]
-        end: cython.longlong = t + size * PS_BITS // rate
-        P_busy[lk] = end  # tx, inlined
-        P_txb[lk] += size
-        if L_up[lk]:
-            ta: cython.longlong = end + L_prop[lk]
-            tie0: cython.longlong = L_tie[lk]
-            key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
-            fly = L_fly[lk]
-            if cheap:
-                fly.append((ta, key, next(eid), arrive, lk, pkt))
-                if len(fly) == 1:
-                    hq.push(fly[0])
-            else:
-                fly.append((ta, key << 40 | next(eid), arrive, lk, pkt))
-                if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                    heappush(q, fly[0])
-        else:
-            lost(lk, pkt)
-        if data:
-            # kick, inlined (this port's wake was cleared by wake(), or it had none)
-            w: cython.longlong = P_wake[lk]
-            if not 0 <= w <= end:
-                P_wake[lk] = end
-                if cheap:
-                    hq.push((end, 0, next(eid), wake, lk, None))
-                else:
-                    heappush(q, (end, next(eid), wake, lk, None))
+        _serve(f, t, lk)
 
     def arrive(t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
-        """*pkt* has fully arrived over link *lk* at the link's head node."""
-        busy: cython.longlong
-        fly = L_fly[lk]
-        fly.popleft()
-        if fly:  # the link's next arrival goes on the heap
-            if cheap:
-                hq.push(fly[0])
-            else:
-                heappush(q, fly[0])
-        if not L_up[lk]:
-            lost(lk, pkt)
-            return
-        route = pkt.route
-        h: cython.Py_ssize_t = pkt.hop + 1
-        kind: cython.int = pkt.kind
-        if h == len(route):
-            if kind == DATA:
-                rx_data(t, pkt)
-            else:
-                rx_ctrl(t, pkt)
-            return
-        pkt.hop = h
-        nl: cython.Py_ssize_t = route[h]
-        if kind != DATA and (not ack_qp or (kind == CNP and cnp_prio)):
-            P_ctrl[nl].append(pkt)
-            w: cython.longlong = P_wake[nl]
-            if w < 0:
-                busy = P_busy[nl]
-                if busy <= t:
-                    serve(t, nl)
-                else:
-                    kick(nl, busy)
-            return
-        busy = P_busy[nl]
-        node: cython.Py_ssize_t = L_dst[lk]
-        size: cython.longlong = pkt.size
-        used: cython.longlong = S_used[node]
-        xoff: cython.bint = I_xoff[lk]
-        w = P_wake[nl]
-        ibytes: cython.longlong = I_bytes[lk]
-        if busy <= t and fast and not xoff and w < 0 \
-                and not P_data[nl] and not P_paused[nl] and not P_ctrl[nl] \
-                and used + size <= buffer and (not pfc or ibytes + size <= (
-                    xoff_fixed if static else alpha * (buffer - used))):
-            # Idle port, empty queue, no PFC threshold in reach: cut straight to the wire (the
-            # buffer would hold it for no time; the same as the slow path below, which records
-            # the packet's own size as the port's queue maximum). tx, inlined.
-            qmax: cython.longlong = P_qmax[nl]
-            if size > qmax:
-                P_qmax[nl] = size
-            rate: cython.longlong = L_rate[nl]
-            end: cython.longlong = t + size * PS_BITS // rate
-            P_busy[nl] = end
-            P_txb[nl] += size
-            if L_up[nl]:
-                ta: cython.longlong = end + L_prop[nl]
-                tie0: cython.longlong = L_tie[nl]
-                key: object = ((tie0 ^ (ta * TIE_MUL >> 29)) & tie_mask) + 1
-                fly = L_fly[nl]
-                if cheap:
-                    fly.append((ta, key, next(eid), arrive, nl, pkt))
-                    if len(fly) == 1:
-                        hq.push(fly[0])
-                else:
-                    fly.append((ta, key << 40 | next(eid), arrive, nl, pkt))
-                    if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
-                        heappush(q, fly[0])
-            else:
-                lost(nl, pkt)
-            return
-        # ---- data: buffer admission, PFC, ECN
-        # Headroom is a reserved pool: a paused ingress queue spills into it, not the shared buffer.
-        if used + size > buffer and not (pfc and xoff):
-            drop_admit(pkt, nl, False)
-            return
-        qb: cython.longlong = P_qb[nl]
-        if busy > t:  # bytes still to serialize of the packets already committed
-            rate = L_rate[nl]
-            qb += (busy - t) * rate // PS_BITS
-        thr: cython.double = xoff_fixed if static else alpha * (buffer - used)
-        ib: cython.longlong
-        hr: cython.longlong
-        lim: cython.longlong
-        if pfc:
-            ib = ibytes + size
-            if xoff:
-                lim = I_level[lk]
-                hr = ib - lim
-                lim = headroom[lk]
-                if hr > lim:
-                    drop_admit(pkt, nl, True)
-                    return
-                lim = I_hr_max[lk]
-                if hr > lim:
-                    I_hr_max[lk] = hr
-            elif ib > thr:
-                send_pause(t, lk, ib)
-            I_bytes[lk] = ib
-        elif qb + size > thr:
-            drop_admit(pkt, nl, False)
-            return
-        S_used[node] = used + size
-        if qb > kmin and ecn and not ecn_deq and kind == DATA:
-            if qb >= kmax or uniform() < pmax * (qb - kmin) / (kmax - kmin):
-                pkt.ecn = 1
-                P_ecn[nl] += 1
-        pkt.inl = lk
-        P_data[nl].append(pkt)
-        P_qb[nl] += size
-        qmax = P_qmax[nl]
-        if qb + size > qmax:
-            P_qmax[nl] = qb + size
-        w = P_wake[nl]
-        if w < 0:
-            if busy <= t:
-                serve(t, nl)
-            elif not P_paused[nl]:
-                kick(nl, busy)
+        _arrive(f, t, lk, pkt)
 
+    f.wake, f.arrive = wake, arrive
     nic = nic_path(sim, tx, kick, serve)
-    nic_send, rx_data = nic["_nic_send"], nic["_rx_data"]
+    f.nic_send, f.rx_data = nic["_nic_send"], nic["_rx_data"]
     return {"_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}

@@ -51,3 +51,37 @@ cdef class QP:
     cdef public long long ctrl_lat
     cdef public long long last_tx
     cdef public long long last_wire
+
+
+cdef class _Nic:
+    cdef object sim, tx, kick, serve
+    cdef list nic_active
+    cdef long long[:] L_nic
+    cdef long long[:] P_busy
+    cdef list P_commit
+    cdef long long[:] P_pause_eff
+    cdef long long[:] nic_rr
+    cdef list P_ctrl
+    cdef long long[:] L_rev
+    cdef list L_fly
+    cdef list P_due
+    cdef long long[:] P_ctrl_min
+    cdef list P_rxgap
+    cdef long long mtu, hdr, ack_every, ctrl_size
+    cdef object rto, eid, rto_for, env, cnp_gen, ctrl_arrive
+    cdef list q
+    cdef list flow_dlv
+    cdef bint ctrl_per_hop, ack_qp, cnp_prio
+
+
+cdef void _nic_send(_Nic n, long long t, Py_ssize_t lk)
+cdef inline long long _commit_limit(_Nic n, long long t, Py_ssize_t lk)
+cdef inline bint _window_full(QP qp, long long mtu)
+cdef inline long long _soonest(list qps, long long mtu)
+cdef inline object _pick(_Nic n, long long t, Py_ssize_t lk, list qps)
+cdef long long _nic_one(_Nic n, long long t, Py_ssize_t lk, list qps)
+cdef inline Pkt _data_pkt(_Nic n, long long t, Py_ssize_t lk, QP qp)
+cdef inline void _pace(_Nic n, long long t, QP qp, long long size)
+cdef void _rx_data(_Nic n, long long t, Pkt pkt)
+cdef inline void _rx_in_order(_Nic n, long long t, QP qp, Pkt pkt)
+cdef void _send_ctrl(_Nic n, long long t, QP qp, int kind, psn, ecn, t_sent)

@@ -216,216 +216,280 @@ class RcTransport:
             self._kick(lk, busy)
 
 
-def nic_path(sim, tx, kick, serve) -> dict:
-    """The NIC of *sim* as closures over its arrays: the data source (``_nic_send``,
-    ``_nic_one``) and the responder (``_rx_data``, ``_send_ctrl``), sending with the engine's
-    *tx*, *serve* and *kick* (see ``engine._hot_path``). Counters stay on *sim*.
+class _Nic:
+    """What the NIC's per-packet functions read (see :func:`nic_path`): the simulator's port
+    arrays and settings and the engine's *tx*, *kick* and *serve*, gathered once per run.
+    The compiled build declares it an extension type (``qp.pxd``); counters stay on *sim*."""
 
-    The annotations type them for the compiled build (as in ``engine._hot_path``); the pacing
-    arithmetic that mixes floats stays in Python objects, as in the plain path."""
-    nic_active: list = sim.nic_active
-    L_nic: cython.longlong[:] = sim.L_nic
-    P_busy: cython.longlong[:] = sim.P_busy
-    P_commit: list = sim.P_commit
-    P_pause_eff: cython.longlong[:] = sim.P_pause_eff
-    nic_rr: cython.longlong[:] = sim.nic_rr
-    P_ctrl: list = sim.P_ctrl
-    L_rev: cython.longlong[:] = sim.L_rev
-    L_fly: list = sim.L_fly
-    P_due: list = sim.P_due
-    P_ctrl_min: cython.longlong[:] = sim.P_ctrl_min
-    P_rxgap: list = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0
-                     else 0 for r in sim.L_rev]
-    mtu: cython.longlong = sim.mtu
-    hdr: cython.longlong = sim.hdr
-    rto = sim.rto
-    q: list = sim.q
-    eid, rto_for, env = sim.eid, sim._rto_for, sim.env
-    cnp_gen = sim.cnp_gen
-    flow_dlv: list = sim.flow_dlv
-    ack_every: cython.longlong = sim.ack_every
-    ctrl_size: cython.longlong = sim.ctrl_size
-    ctrl_per_hop: cython.bint = sim.ctrl_per_hop
-    ack_qp: cython.bint = sim.ack_qp
-    cnp_prio: cython.bint = sim.cnp_prio
-    ctrl_arrive = sim._ctrl_arrive
+    def __init__(self, sim, tx, kick, serve):
+        self.sim = sim
+        self.tx, self.kick, self.serve = tx, kick, serve
+        self.nic_active = sim.nic_active
+        self.L_nic = sim.L_nic
+        self.P_busy = sim.P_busy
+        self.P_commit = sim.P_commit
+        self.P_pause_eff = sim.P_pause_eff
+        self.nic_rr = sim.nic_rr
+        self.P_ctrl = sim.P_ctrl
+        self.L_rev = sim.L_rev
+        self.L_fly = sim.L_fly
+        self.P_due = sim.P_due
+        self.P_ctrl_min = sim.P_ctrl_min
+        self.P_rxgap = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0
+                        else 0 for r in sim.L_rev]
+        self.mtu = sim.mtu
+        self.hdr = sim.hdr
+        self.rto = sim.rto
+        self.q = sim.q
+        self.eid, self.rto_for, self.env = sim.eid, sim._rto_for, sim.env
+        self.cnp_gen = sim.cnp_gen
+        self.flow_dlv = sim.flow_dlv
+        self.ack_every = sim.ack_every
+        self.ctrl_size = sim.ctrl_size
+        self.ctrl_per_hop = sim.ctrl_per_hop
+        self.ack_qp = sim.ack_qp
+        self.cnp_prio = sim.cnp_prio
+        self.ctrl_arrive = sim._ctrl_arrive
 
-    def nic_send(t: cython.longlong, lk: cython.Py_ssize_t):
-        """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
-        ``commit_ps`` ahead."""
-        qps: list = nic_active[L_nic[lk]]
-        s: cython.longlong = t
-        # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
-        # than limit, so committing ahead changes nothing; one that already arrived stops it.
-        v: cython.longlong = P_commit[lk]
-        limit: cython.longlong = t + v
-        v = P_pause_eff[lk]
-        if v < limit:
-            limit = v
-        # Never past the next data arrival at this NIC: its ACK/NAK leaves on this port at the
-        # next packet boundary, as it would without committing ahead.
-        rin: cython.Py_ssize_t = L_rev[lk]
-        if rin >= 0:
-            fly = L_fly[rin]
-            if fly:
-                v = fly[0][0]
-                if v < limit:
-                    limit = v
-            v = P_rxgap[lk]
-            if t + v < limit:
-                limit = t + v
-        # Nor past anything else due at this NIC that can change what it sends: a CNP (or an
-        # ACK in the priority class) on its way back, a congestion-control or retransmit
-        # timer of one of its QPs, a flow start, a link state or route change.
-        due: list = P_due[lk]
-        while due and due[0] < t:  # one due now may not have run yet: it still binds
-            heappop(due)
-        if due:
-            v = due[0]
+
+def _nic_send(n: _Nic, t: cython.longlong, lk: cython.Py_ssize_t):
+    """The NIC port *lk* is free at *t*: commit data packets of eligible QPs up to
+    ``commit_ps`` ahead (:func:`_commit_limit`)."""
+    qps: list = n.nic_active[n.L_nic[lk]]
+    s: cython.longlong = t
+    limit: cython.longlong = _commit_limit(n, t, lk)
+    nxt: cython.longlong
+    busy: cython.longlong
+    while qps:
+        nxt = _nic_one(n, s, lk, qps)
+        if nxt < 0:
+            return  # nothing sendable until an ACK or a timer
+        # Paced departures are computed, not waited for: commit the next packet at the
+        # time it may go if that is inside the window, else come back then.
+        busy = n.P_busy[lk]
+        s = nxt if nxt > busy else busy
+        if s >= limit:
+            n.kick(lk, s)
+            return
+
+
+def _commit_limit(n: _Nic, t: cython.longlong, lk: cython.Py_ssize_t) -> cython.longlong:
+    """How far ahead of *t* the NIC port *lk* may commit packets: up to ``commit_ps``, and
+    never past an event that could change what it sends."""
+    # Never past the PFC response delay: a PAUSE arriving after t takes effect no earlier
+    # than limit, so committing ahead changes nothing; one that already arrived stops it.
+    v: cython.longlong = n.P_commit[lk]
+    limit: cython.longlong = t + v
+    v = n.P_pause_eff[lk]
+    if v < limit:
+        limit = v
+    # Never past the next data arrival at this NIC: its ACK/NAK leaves on this port at the
+    # next packet boundary, as it would without committing ahead.
+    rin: cython.Py_ssize_t = n.L_rev[lk]
+    if rin >= 0:
+        fly = n.L_fly[rin]
+        if fly:
+            v = fly[0][0]
             if v < limit:
                 limit = v
-        v = P_ctrl_min[lk]
+        v = n.P_rxgap[lk]
         if t + v < limit:
-            limit = t + v  # a CNP not sent yet cannot come back sooner
-        nxt: cython.longlong
-        busy: cython.longlong
-        while qps:
-            nxt = nic_one(s, lk, qps)
-            if nxt < 0:
-                return  # nothing sendable until an ACK or a timer
-            # Paced departures are computed, not waited for: commit the next packet at the
-            # time it may go if that is inside the window, else come back then.
-            busy = P_busy[lk]
-            s = nxt if nxt > busy else busy
-            if s >= limit:
-                kick(lk, s)
-                return
+            limit = t + v
+    # Nor past anything else due at this NIC that can change what it sends: a CNP (or an
+    # ACK in the priority class) on its way back, a congestion-control or retransmit
+    # timer of one of its QPs, a flow start, a link state or route change.
+    due: list = n.P_due[lk]
+    while due and due[0] < t:  # one due now may not have run yet: it still binds
+        heappop(due)
+    if due:
+        v = due[0]
+        if v < limit:
+            limit = v
+    v = n.P_ctrl_min[lk]
+    if t + v < limit:
+        limit = t + v  # a CNP not sent yet cannot come back sooner
+    return limit
+
+
+def _window_full(qp: QP, mtu: cython.longlong) -> cython.bint:
+    """True when *qp*'s congestion window (if it has one) holds no more bytes in flight."""
+    cw = qp.cc.cwnd_bytes
+    return cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw
+
+
+def _soonest(qps: list, mtu: cython.longlong) -> cython.longlong:
+    """The earliest time one of *qps* with data to send and an open window may send
+    (-1: none)."""
+    q2: QP
+    nxt: cython.longlong = -1
+    for q2 in qps:
+        if q2.snd_nxt < q2.npkts:
+            if _window_full(q2, mtu):
+                continue
+            if nxt < 0 or q2.next_ok < nxt:
+                nxt = q2.next_ok
+    return nxt
+
+
+def _pick(n: _Nic, t: cython.longlong, lk: cython.Py_ssize_t, qps: list):
+    """The next QP of port *lk* (round robin) that may send at *t*, or None."""
+    qp: QP
+    k: cython.Py_ssize_t = len(qps)
+    rr: cython.Py_ssize_t = n.nic_rr[lk]
+    start: cython.Py_ssize_t = rr % k
+    j: cython.Py_ssize_t
+    for j in range(k):
+        qp = qps[(start + j) % k]
+        if qp.snd_nxt >= qp.npkts or _window_full(qp, n.mtu) or qp.next_ok > t:
+            continue
+        n.nic_rr[lk] = start + j + 1
+        return qp
+    return None
+
+
+def _nic_one(n: _Nic, t: cython.longlong, lk: cython.Py_ssize_t, qps: list) -> cython.longlong:
+    """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
+    chosen = _pick(n, t, lk, qps)
+    if chosen is None:  # every QP with data and window waits for its pacing
+        return _soonest(qps, n.mtu)
+    qp: QP = chosen
+    pkt: Pkt = _data_pkt(n, t, lk, qp)
+    busy: cython.longlong = n.tx(t, lk, pkt)
+    if len(qps) == 1:
+        if qp.snd_nxt >= qp.npkts or pkt.areq:
+            return -1
+        return qp.next_ok if qp.next_ok > busy else busy
+    nxt: cython.longlong = _soonest(qps, n.mtu)
+    if nxt < 0:
+        return -1
+    return nxt if nxt > busy else busy
+
+
+def _data_pkt(n: _Nic, t: cython.longlong, lk: cython.Py_ssize_t, qp: QP) -> Pkt:
+    """*qp*'s next data packet, leaving port *lk* at *t*: counted, timed (retransmit timer)
+    and paced."""
+    psn: cython.longlong = qp.snd_nxt
+    payload: cython.longlong = n.mtu if psn < qp.npkts - 1 else qp.last_payload
+    size: cython.longlong = payload + n.hdr
+    pkt: Pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
+    qp.snd_nxt = psn + 1
+    sim = n.sim
+    sim.inj_pkts += 1
+    sim.inj_bytes += payload
+    if psn < qp.max_sent:
+        qp.retx_pkts += 1
+        qp.retx_bytes += payload
+    else:
+        qp.max_sent = psn + 1
+    if qp.deadline < 0 and n.rto is not None:
+        qp.deadline = t + n.rto_for(qp)
+        if not qp.timer_on:
+            qp.timer_on = True
+            heappush(n.q, (qp.deadline, next(n.eid), sim._timer, qp, None))
+            heappush(n.P_due[lk], qp.deadline)
+    _pace(n, t, qp, size)
+    if _window_full(qp, n.mtu):
+        pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
+    return pkt
+
+
+def _pace(n: _Nic, t: cython.longlong, qp: QP, size: cython.longlong):
+    """*qp* sends *size* bytes at *t*: its congestion control sees them, and its next packet
+    may leave one wire time at its rate later."""
+    cc = qp.cc
+    env = n.env
+    now = env._now
+    env._now = t  # the congestion control sees the packet's own departure time
+    cc.on_send(size)
+    env._now = now
+    qp.last_tx = t
+    qp.last_wire = size
+    wire: object = size  # pacing: a float division, as in Python
+    qp.next_ok = t + int(wire * _PS_BITS / cc.rate_bps)
+
+
+def _rx_data(n: _Nic, t: cython.longlong, pkt: Pkt):
+    """A data packet reached the responder NIC."""
+    qp: QP = pkt.qp
+    psn: cython.longlong = pkt.psn
+    sim = n.sim
+    if pkt.ecn and n.cnp_gen is not None and n.cnp_gen.should_send(qp.idx, t):
+        _send_ctrl(n, t, qp, CNP, 0, 0, t)
+        sim.cnps_tx += 1
+    if psn == qp.rx_next:
+        _rx_in_order(n, t, qp, pkt)
+        return
+    sim.disc_pkts += 1
+    if psn > qp.rx_next:
+        if not qp.rx_nacked:
+            qp.rx_nacked = True
+            _send_ctrl(n, t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+    elif not qp.rx_dup_acked:
+        qp.rx_dup_acked = True
+        _send_ctrl(n, t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+
+
+def _rx_in_order(n: _Nic, t: cython.longlong, qp: QP, pkt: Pkt):
+    """*pkt* is the PSN *qp*'s responder expects: deliver it, ACK when due."""
+    sim = n.sim
+    sim.dlv_pkts += 1
+    payload: cython.longlong = pkt.size - n.hdr
+    sim.dlv_bytes += payload
+    n.flow_dlv[qp.flow] += payload
+    qp.rx_next = pkt.psn + 1
+    qp.rx_nacked = qp.rx_dup_acked = False
+    if pkt.ecn:
+        qp.rx_ecn = True
+    qp.rx_unacked += 1
+    last: cython.bint = qp.rx_next == qp.npkts
+    if last:
+        qp.rx_done_ps = t
+    if last or qp.rx_unacked >= n.ack_every or pkt.areq:
+        _send_ctrl(n, t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
+        qp.rx_unacked = 0
+        qp.rx_ecn = False
+
+
+def _send_ctrl(n: _Nic, t: cython.longlong, qp: QP, kind: cython.int, psn, ecn, t_sent):
+    """Send an ACK / NACK (the QP's class, hop by hop) or a CNP (its own strict-priority
+    class) back to the requester."""
+    pkt: Pkt = Pkt(kind, qp, psn, n.ctrl_size, qp.rev, ecn, t_sent)
+    n.sim.ctrl_pkts += 1
+    if not n.ctrl_per_hop and (not n.ack_qp or (kind == CNP and n.cnp_prio)):
+        # Strict priority and never paused: propagation + serialization of the reverse path.
+        heappush(n.q, (t + qp.ctrl_lat, next(n.eid), n.ctrl_arrive, qp.rev, pkt))
+        heappush(n.P_due[qp.port], t + qp.ctrl_lat)
+        return
+    lk: cython.Py_ssize_t = qp.rport
+    n.P_ctrl[lk].append(pkt)
+    busy: cython.longlong = n.P_busy[lk]
+    if busy <= t:
+        n.serve(t, lk)
+    else:
+        n.kick(lk, busy)
+
+
+def nic_path(sim, tx, kick, serve) -> dict:
+    """The NIC of *sim*: the data source (``_nic_send``, ``_nic_one``) and the responder
+    (``_rx_data``, ``_send_ctrl``), as closures over its arrays (:class:`_Nic`) that hand
+    each call to the helpers above, sending with the engine's *tx*, *serve* and *kick* (see
+    ``engine._hot_path``). Counters stay on *sim*.
+
+    The annotations type the helpers for the compiled build (as in ``engine._hot_path``);
+    the pacing arithmetic that mixes floats stays in Python objects, as in the plain path."""
+    n: _Nic = _Nic(sim, tx, kick, serve)
+
+    def nic_send(t: cython.longlong, lk: cython.Py_ssize_t):
+        _nic_send(n, t, lk)
 
     def nic_one(t: cython.longlong, lk: cython.Py_ssize_t, qps: list):
-        """Send one packet at *t* if a QP may; return when the next one may go (-1: none)."""
-        qp: QP
-        q2: QP
-        k: cython.Py_ssize_t = len(qps)
-        rr: cython.Py_ssize_t = nic_rr[lk]
-        start: cython.Py_ssize_t = rr % k
-        chosen = None
-        soonest: cython.longlong = -1
-        j: cython.Py_ssize_t
-        for j in range(k):
-            qp = qps[(start + j) % k]
-            if qp.snd_nxt >= qp.npkts:
-                continue
-            cw = qp.cc.cwnd_bytes
-            if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
-                continue
-            if qp.next_ok > t:
-                if soonest < 0 or qp.next_ok < soonest:
-                    soonest = qp.next_ok
-                continue
-            chosen = qp
-            nic_rr[lk] = start + j + 1
-            break
-        if chosen is None:
-            return soonest
-        qp = chosen
-        psn: cython.longlong = qp.snd_nxt
-        payload: cython.longlong = mtu if psn < qp.npkts - 1 else qp.last_payload
-        size: cython.longlong = payload + hdr
-        pkt: Pkt = Pkt(DATA, qp, psn, size, qp.fwd, 0, t)
-        qp.snd_nxt = psn + 1
-        sim.inj_pkts += 1
-        sim.inj_bytes += payload
-        if psn < qp.max_sent:
-            qp.retx_pkts += 1
-            qp.retx_bytes += payload
-        else:
-            qp.max_sent = psn + 1
-        if qp.deadline < 0 and rto is not None:
-            qp.deadline = t + rto_for(qp)
-            if not qp.timer_on:
-                qp.timer_on = True
-                heappush(q, (qp.deadline, next(eid), sim._timer, qp, None))
-                heappush(P_due[lk], qp.deadline)
-        cc = qp.cc
-        now = env._now
-        env._now = t  # the congestion control sees the packet's own departure time
-        cc.on_send(size)
-        env._now = now
-        qp.last_tx = t
-        qp.last_wire = size
-        wire: object = size  # pacing: a float division, as in Python
-        qp.next_ok = t + int(wire * _PS_BITS / cc.rate_bps)
-        cw = cc.cwnd_bytes
-        if cw is not None and (qp.snd_nxt - qp.snd_una) * mtu >= cw:
-            pkt.areq = True  # the window just closed: ask for an ACK (IB BTH AckReq)
-        busy: cython.longlong = tx(t, lk, pkt)
-        if k == 1:
-            if qp.snd_nxt >= qp.npkts or pkt.areq:
-                return -1
-            return qp.next_ok if qp.next_ok > busy else busy
-        nxt: cython.longlong = -1
-        for q2 in qps:
-            if q2.snd_nxt < q2.npkts:
-                cw = q2.cc.cwnd_bytes
-                if cw is not None and (q2.snd_nxt - q2.snd_una) * mtu >= cw:
-                    continue
-                if nxt < 0 or q2.next_ok < nxt:
-                    nxt = q2.next_ok
-        if nxt < 0:
-            return -1
-        return nxt if nxt > busy else busy
+        return _nic_one(n, t, lk, qps)
 
     def rx_data(t: cython.longlong, pkt: Pkt):
-        """A data packet reached the responder NIC."""
-        qp: QP = pkt.qp
-        psn: cython.longlong = pkt.psn
-        if pkt.ecn and cnp_gen is not None and cnp_gen.should_send(qp.idx, t):
-            send_ctrl(t, qp, CNP, 0, 0, t)
-            sim.cnps_tx += 1
-        if psn == qp.rx_next:
-            sim.dlv_pkts += 1
-            payload: cython.longlong = pkt.size - hdr
-            sim.dlv_bytes += payload
-            flow_dlv[qp.flow] += payload
-            qp.rx_next = psn + 1
-            qp.rx_nacked = qp.rx_dup_acked = False
-            if pkt.ecn:
-                qp.rx_ecn = True
-            qp.rx_unacked += 1
-            last: cython.bint = qp.rx_next == qp.npkts
-            if last:
-                qp.rx_done_ps = t
-            if last or qp.rx_unacked >= ack_every or pkt.areq:
-                send_ctrl(t, qp, ACK, qp.rx_next, qp.rx_ecn, pkt.t_sent)
-                qp.rx_unacked = 0
-                qp.rx_ecn = False
-            return
-        sim.disc_pkts += 1
-        if psn > qp.rx_next:
-            if not qp.rx_nacked:
-                qp.rx_nacked = True
-                send_ctrl(t, qp, NACK, qp.rx_next, pkt.ecn, pkt.t_sent)
-        elif not qp.rx_dup_acked:
-            qp.rx_dup_acked = True
-            send_ctrl(t, qp, ACK, qp.rx_next, pkt.ecn, pkt.t_sent)
+        _rx_data(n, t, pkt)
 
     def send_ctrl(t: cython.longlong, qp: QP, kind: cython.int, psn, ecn, t_sent):
-        """Send an ACK / NACK (the QP's class, hop by hop) or a CNP (its own strict-priority
-        class) back to the requester."""
-        pkt: Pkt = Pkt(kind, qp, psn, ctrl_size, qp.rev, ecn, t_sent)
-        sim.ctrl_pkts += 1
-        if not ctrl_per_hop and (not ack_qp or (kind == CNP and cnp_prio)):
-            # Strict priority and never paused: propagation + serialization of the reverse path.
-            heappush(q, (t + qp.ctrl_lat, next(eid), ctrl_arrive, qp.rev, pkt))
-            heappush(P_due[qp.port], t + qp.ctrl_lat)
-            return
-        lk: cython.Py_ssize_t = qp.rport
-        P_ctrl[lk].append(pkt)
-        busy: cython.longlong = P_busy[lk]
-        if busy <= t:
-            serve(t, lk)
-        else:
-            kick(lk, busy)
+        _send_ctrl(n, t, qp, kind, psn, ecn, t_sent)
 
     return {"_nic_send": nic_send, "_nic_one": nic_one, "_rx_data": rx_data,
             "_send_ctrl": send_ctrl}
