@@ -240,3 +240,15 @@ def test_flow_level_applies_qps_and_says_what_it_ignores(tmp_path, capsys) -> No
     why = {a["key"]: a["why"] for a in tuned["settings_applied"]["not_applied"]}
     assert "ecn.kmin_bytes" in why and "[roce_rp] rpg_time_reset" in why
     assert "retransmit" in why["NCCL_IB_TIMEOUT"]
+
+
+def test_doc_table_is_rendered_from_the_csv() -> None:
+    from experiments.settings_check.run import read_csv, render_table
+
+    root = Path(__file__).resolve().parents[2]
+    rows = read_csv(root / "experiments" / "settings_check" / "results" / "compare.csv")
+    assert len(rows) == 18 and {r["settings"] for r in rows} == {
+        "defaults", "recommended", "recommended, --qps 1"}
+    doc = (root / "docs" / "recommend.md").read_text()
+    section = doc.split("## Check a recommendation on your own traffic")[1].split("\n## ")[0]
+    assert render_table(rows) in section
