@@ -30,7 +30,8 @@ def run(fabric, job, gpu_of_rank, qps: int, opts, progress=None) -> ccsearch.CcJ
         progress(len(scenarios))
     workers = opts.workers if opts.workers is not None else (0 if opts.scheduler is None else None)
     return ccsearch.search_job_cc(scenarios, found, budget=opts.budget, seed=opts.seed,
-                                  workers=workers, scheduler=opts.scheduler)
+                                  workers=workers, scheduler=opts.scheduler,
+                                  samples=opts.cc_samples)
 
 
 def effect_text(cc: ccsearch.CcJobChoice) -> str:
@@ -122,10 +123,17 @@ def details(cc: ccsearch.CcJobChoice) -> dict:
             "candidate_effects": cc.candidate_effects(),
             "held_out_effects": cc.held_out_effects(),
             "refused": [{"params": s.params, "verdict": s.verdict} for s in cc.refused],
-            "evaluated": [{"params": s.params, "accepted": s.accepted, "better": s.better,
-                           "score": s.score, "seeds": len(s.samples[0]) if s.samples else 0,
-                           "verdict": s.verdict} for s in cc.evaluated],
+            "evaluated": [_evaluated(cc, s) for s in cc.evaluated],
             "seeds": list(cc.seeds), "held_out_seeds": list(cc.held_out_seeds),
             "confidence": CONFIDENCE,
             "margins": {m.name: m.margin for m in ccsearch.METRICS},
             "tie_margin": ccsearch.TIE_MARGIN}
+
+
+def _evaluated(cc: ccsearch.CcJobChoice, s: ccsearch.CcSetting) -> dict:
+    """One evaluated setting; those taken to all seeds carry their in-sample effects."""
+    seeds = len(s.samples[0]) if s.samples else 0
+    full = cc.scenarios and seeds == len(cc.seeds)
+    return {"params": s.params, "accepted": s.accepted, "better": s.better, "score": s.score,
+            "seeds": seeds, "verdict": s.verdict,
+            "effects": ccsearch.effects(s, cc.default, cc.scenarios) if full else []}

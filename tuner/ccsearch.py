@@ -177,14 +177,18 @@ def judge(s: CcSetting, d: CcSetting) -> None:
 
 
 def first_loss(s: CcSetting, d: CcSetting, fams) -> str:
-    """The first scenario and metric where *s* is not shown no worse (empty: none)."""
+    """The scenario and metric where *s* is not shown no worse, worst mean first (empty: none)."""
+    losses = []
     for m in METRICS:
         for f, x in zip(fams, ratios(s, d, m), strict=True):
             iv = interval(x)
             if not no_worse(iv, m):
-                return (f"{m.name} x{iv.ratio:.3f} [{iv.ratio_lo:.3f}, {iv.ratio_hi:.3f}] on "
-                        f"{f.name} (margin {m.margin:.0%})")
-    return ""
+                losses.append((-iv.mean if m.higher_is_better else iv.mean, m, f, iv))
+    if not losses:
+        return ""
+    _, m, f, iv = max(losses, key=lambda t: t[0])
+    return (f"{m.name} x{iv.ratio:.3f} [{iv.ratio_lo:.3f}, {iv.ratio_hi:.3f}] on {f.name} "
+            f"(margin {m.margin:.0%})")
 
 
 def effects(s: CcSetting, d: CcSetting, fams) -> list[dict]:
@@ -275,10 +279,21 @@ def _run_point(point: dict) -> dict:
 
 
 class _Runs:
-    """Packet runs by (setting, scenario, seed): each runs once, shared by every comparison."""
+    """Packet runs by (setting, scenario, seed): each runs once, shared by every comparison.
+
+    A context manager: one Dask cluster (if any) serves every stage of the search."""
 
     def __init__(self, workers, scheduler):
+        import contextlib
+
         self.workers, self.scheduler, self.done = workers, scheduler, {}
+        self.client, self._stack = None, contextlib.ExitStack()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
 
     def get(self, params: dict, fam, seed: int) -> CcOutcome:
         return self.done[(_key(params), fam, seed)]
@@ -299,8 +314,12 @@ class _Runs:
             from sweeps import run_points
         except ImportError:  # the sweep runner is not installed: run in this process
             return [_run_point(p) for p in points]
+        if self.client is None and (self.workers != 0 or self.scheduler is not None):
+            from sweeps.runner import dask_client
+
+            self.client = self._stack.enter_context(dask_client(self.workers, self.scheduler))
         res = run_points(_run_point, points, workers=self.workers, scheduler=self.scheduler,
-                         progress=False, desc="cc search")
+                         progress=False, desc="cc search", client=self.client)
         bad = [r.error for r in res if r.status != "ok"]
         if bad:
             raise RuntimeError(f"CC search: {len(bad)} packet runs failed, first: {bad[0]}")
@@ -342,7 +361,12 @@ def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budg
                            "defaults stand: the job has no congestion point")
     fams = ccfamily.in_sample(scenarios, readings)
     seeds = ccfamily.in_sample_seeds(seed, samples)
-    runs = _Runs(workers, scheduler)
+    with _Runs(workers, scheduler) as runs:
+        return _search(runs, d, fams, found, budget, scenarios, readings, seed, seeds)
+
+
+def _search(runs, d, fams, found, budget, scenarios, readings, seed, seeds) -> CcJobChoice:
+    """Screen, decide on the finalists, confirm held out (see the module docstring)."""
     screened = _screen(runs, d, fams, seeds[:SCREEN_SAMPLES], budget)
     finalists = [s for s in screened if not s.verdict][:FINALISTS]
     for s in screened:
@@ -358,7 +382,7 @@ def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budg
         s.verdict = _verdict(s, default, fams)
     evaluated = [default] + final + [s for s in screened if s not in finalists]
     choice = CcJobChoice(fams, found, default, default, evaluated, "", seeds=seeds)
-    return _confirm(choice, runs, _best(default, final), scenarios, readings, seed, samples)
+    return _confirm(choice, runs, _best(default, final), scenarios, readings, seed, len(seeds))
 
 
 def _screen(runs, d: dict, fams, seeds, budget: int) -> list[CcSetting]:
