@@ -33,6 +33,7 @@ class RecommendOptions:
     """Knobs of a recommendation run."""
 
     budget: int = 16               # packet-engine evaluations of the CC search
+    cc_samples: int = 5            # paired seeds per CC scenario (in sample and held out)
     flaps: str = DEFAULT_FLAPS
     margin: float = 1.5
     probe: bool = False
