@@ -270,3 +270,55 @@ def test_nccl_env_complete_and_sourceable(written):
     assert Path(env["NCCL_TUNER_CONFIG_FILE"]) == (out / "nccl_tuner.csv").resolve()
     assert env["NCCL_NET_GDR_LEVEL"] in ("LOC", "PIX", "PXB", "PHB", "SYS")
     assert int(env["NCCL_IB_GID_INDEX"]) >= -1
+
+
+# -- netdev MTU (issue #26 item 5) -------------------------------------------------------------
+
+
+def test_nic_script_sets_the_netdev_mtu_first(written):
+    """Fails on the old script: it never set the netdev MTU (at 1500, RoCE's active MTU is
+    1024, while every headroom and CC figure assumes 4096)."""
+    from tuner.deploy import MIN_NETDEV_MTU, NETDEV_MTU, ROCE_HEADER_BYTES
+
+    _, out, _ = written
+    lines = _dry(out, "--dry-run", "mlx5_3")
+    ifc = "mlx5_3_netdev"
+    mtu = lines.index(f"+ ip link set dev {ifc} mtu {NETDEV_MTU}")
+    assert mtu < lines.index(f"+ mlnx_qos -i {ifc} --trust dscp")
+    assert f"+ test $(cat /sys/class/net/{ifc}/mtu) -ge {MIN_NETDEV_MTU}" in lines
+    # kernel iboe_get_mtu: IB MTU 4096 needs netdev MTU - 96 B of RoCE headers >= 4096
+    assert 4096 + ROCE_HEADER_BYTES <= MIN_NETDEV_MTU <= NETDEV_MTU
+
+
+def _fake_host(tmp: Path, mtu_after_ip: int) -> tuple[Path, dict]:
+    """A sysfs tree with mlx5_0 -> eth9 at MTU 1500 and an `ip` on PATH that sets the MTU to
+    *mtu_after_ip* (as a NIC that takes the command, or one that refuses jumbo frames)."""
+    sysfs, bindir = tmp / "sys", tmp / "bin"
+    (sysfs / "class/infiniband/mlx5_0/device/net/eth9").mkdir(parents=True)
+    net = sysfs / "class/net/eth9"
+    for d in ("ecn/roce_rp/enable", "ecn/roce_np/enable"):
+        (net / d).mkdir(parents=True)
+    (net / "mtu").write_text("1500\n")
+    bindir.mkdir()
+    for tool in ("mlnx_qos", "mlxconfig"):
+        (bindir / tool).write_text("#!/bin/sh\nexit 0\n")
+    (bindir / "ip").write_text(f"#!/bin/sh\necho {mtu_after_ip} > {net / 'mtu'}\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "NIC_SETUP_SYSFS": str(sysfs), "PATH": f"{bindir}:{os.environ['PATH']}"}
+    return net, env
+
+
+@pytest.mark.parametrize("after, code", [(9000, 0), (1500, 2)])
+def test_nic_script_refuses_an_mtu_below_roce_4096(written, tmp_path, after, code):
+    _, out, _ = written
+    net, env = _fake_host(tmp_path, after)
+    proc = subprocess.run(["bash", str(out / "nic_setup.sh"), "mlx5_0"], capture_output=True,
+                          text=True, env=env)
+    assert proc.returncode == code, proc.stderr
+    assert int((net / "mtu").read_text()) == after
+    if code:
+        assert "RoCE active MTU would be below 4096" in proc.stderr
+        assert not (net / "ecn/roce_rp/rpg_time_reset").exists()   # stopped before DCQCN
+    else:
+        assert (net / "ecn/roce_rp/rpg_time_reset").read_text().strip() == str(RP["rpg_time_reset"])
