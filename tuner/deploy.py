@@ -257,52 +257,15 @@ def port_classes(fabric) -> list[PortClass]:
     return out
 
 
-def _identity(n: int = 8) -> dict[str, str]:
-    return {str(i): str(i) for i in range(n)}
-
-
 def sonic_fragment(classes: Sequence[PortClass], ecn: Mapping[str, Any], priority: int,
                    cnp_priority: int, dscp: int, cnp_dscp: int) -> dict[str, Any]:
-    """SONiC config_db tables for one switch role (values are strings, as in config_db)."""
-    ports = sorted({p for c in classes for p in c.ports})
-    names = ",".join(f"Ethernet{p}" for p in ports)
-    dscp_map = {str(d): "0" for d in range(64)}
-    dscp_map[str(dscp)], dscp_map[str(cnp_dscp)] = str(priority), str(cnp_priority)
-    prob = max(1, min(100, round(100 * float(ecn["pmax"]))))
-    doc: dict[str, Any] = {
-        "DSCP_TO_TC_MAP": {"ROCE": dscp_map},
-        "TC_TO_QUEUE_MAP": {"ROCE": _identity()},
-        "TC_TO_PRIORITY_GROUP_MAP": {"ROCE": _identity()},
-        "MAP_PFC_PRIORITY_TO_QUEUE": {"ROCE": _identity()},
-        "PORT_QOS_MAP": {names: {"dscp_to_tc_map": "ROCE", "tc_to_queue_map": "ROCE",
-                                 "tc_to_pg_map": "ROCE", "pfc_to_queue_map": "ROCE",
-                                 "pfc_enable": str(priority)}},
-        "WRED_PROFILE": {"ROCE_LOSSLESS": {
-            "ecn": "ecn_all", "wred_green_enable": "true",
-            "green_min_threshold": str(int(ecn["kmin_bytes"])),
-            "green_max_threshold": str(int(ecn["kmax_bytes"])),
-            "green_drop_probability": str(prob)}},
-        "SCHEDULER": {"roce_dwrr": {"type": "DWRR", "weight": "50"},
-                      "cnp_strict": {"type": "STRICT"},
-                      "default_dwrr": {"type": "DWRR", "weight": "50"}},
-        "QUEUE": {f"{names}|{priority}": {"scheduler": "roce_dwrr",
-                                          "wred_profile": "ROCE_LOSSLESS"},
-                  f"{names}|{cnp_priority}": {"scheduler": "cnp_strict"},
-                  f"{names}|0": {"scheduler": "default_dwrr"}},
-        "BUFFER_PROFILE": {}, "BUFFER_PG": {}, "CABLE_LENGTH": {"AZURE": {}},
-    }
-    for c in classes:
-        profile = f"pg_lossless_{int(c.speed_gbps * 1000)}_{int(round(c.cable_m))}m_profile"
-        xon = 2 * MTU_BYTES
-        doc["BUFFER_PROFILE"][profile] = {"pool": "ingress_lossless_pool", "xon": str(xon),
-                                          "xoff": str(c.headroom_bytes),
-                                          "size": str(xon + c.headroom_bytes),
-                                          "dynamic_th": "-3"}
-        group = ",".join(f"Ethernet{p}" for p in c.ports)
-        doc["BUFFER_PG"][f"{group}|{priority}"] = {"profile": profile}
-        for p in c.ports:
-            doc["CABLE_LENGTH"]["AZURE"][f"Ethernet{p}"] = f"{int(round(c.cable_m))}m"
-    return doc
+    """SONiC config_db tables for one switch role (values are strings, as in config_db):
+    ``tuner.sonic.fragment`` with the simulator's switch buffer for the pools."""
+    from netsim.packet.config import PacketConfig
+    from tuner import sonic
+
+    return sonic.fragment(classes, ecn, priority, cnp_priority, dscp, cnp_dscp,
+                          buffer_bytes=PacketConfig().buffer_bytes, mtu_bytes=MTU_BYTES)
 
 
 def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,

@@ -103,89 +103,116 @@ def test_nic_script_dry_run_commands(written):
 
 # -- SONiC config_db fragments ---------------------------------------------------------------
 
-#: Table -> fields, from sonic-buildimage src/sonic-yang-models/doc/Configuration.md.
-SONIC_FIELDS = {
-    "DSCP_TO_TC_MAP": None, "TC_TO_QUEUE_MAP": None, "TC_TO_PRIORITY_GROUP_MAP": None,
-    "MAP_PFC_PRIORITY_TO_QUEUE": None,  # maps: digit -> digit
-    "PORT_QOS_MAP": {"dscp_to_tc_map", "tc_to_queue_map", "tc_to_pg_map", "pfc_to_queue_map",
-                     "pfc_enable", "dot1p_to_tc_map", "scheduler"},
-    "WRED_PROFILE": {"ecn", "wred_green_enable", "wred_yellow_enable", "wred_red_enable",
-                     "green_min_threshold", "green_max_threshold", "green_drop_probability",
-                     "yellow_min_threshold", "yellow_max_threshold", "yellow_drop_probability",
-                     "red_min_threshold", "red_max_threshold", "red_drop_probability"},
-    "SCHEDULER": {"type", "weight", "priority", "meter_type", "cir", "pir", "cbs", "pbs"},
-    "QUEUE": {"scheduler", "wred_profile"},
-    "BUFFER_PROFILE": {"pool", "xon", "xoff", "size", "dynamic_th", "static_th", "xon_offset"},
-    "BUFFER_PG": {"profile"},
-    "CABLE_LENGTH": None,
-}
-PORTS = r"Ethernet\d+(,Ethernet\d+)*"
-KEY = {"PORT_QOS_MAP": PORTS, "QUEUE": PORTS + r"\|\d+(-\d+)?",
-       "BUFFER_PG": PORTS + r"\|\d+(-\d+)?", "WRED_PROFILE": r"[A-Za-z0-9][-A-Za-z0-9_]{0,31}"}
-MAP_RANGE = {"DSCP_TO_TC_MAP": (63, 7), "TC_TO_QUEUE_MAP": (7, 7),
-             "TC_TO_PRIORITY_GROUP_MAP": (7, 7), "MAP_PFC_PRIORITY_TO_QUEUE": (7, 7)}
+#: JSON schema of the tables, derived from SONiC's YANG models (commit in its $comment).
+SCHEMA = json.loads((Path(__file__).parents[1] / "data/sonic/config_db_schema.json").read_text())
+#: Tables a complete fragment carries (issue #26: it had no BUFFER_POOL, BUFFER_QUEUE, PFC_WD).
+COMPLETE = {"DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "TC_TO_PRIORITY_GROUP_MAP",
+            "MAP_PFC_PRIORITY_TO_QUEUE", "PORT_QOS_MAP", "WRED_PROFILE", "SCHEDULER", "QUEUE",
+            "BUFFER_POOL", "BUFFER_PROFILE", "BUFFER_PG", "BUFFER_QUEUE", "PFC_WD",
+            "CABLE_LENGTH"}
 
 
-def _check_sonic(doc: dict) -> None:
-    for table, rows in doc.items():
-        assert table in SONIC_FIELDS, f"unknown SONiC table {table}"
-        for key, row in rows.items():
-            if table in KEY:
-                assert re.fullmatch(KEY[table], key), (table, key)
-            if table in MAP_RANGE:
-                kmax, vmax = MAP_RANGE[table]
-                assert all(0 <= int(k) <= kmax and 0 <= int(v) <= vmax for k, v in row.items())
-            elif table == "CABLE_LENGTH":
-                assert all(re.fullmatch(r"Ethernet\d+", p) and re.fullmatch(r"\d+m", v)
-                           for p, v in row.items())
-            else:
-                assert set(row) <= SONIC_FIELDS[table], (table, set(row) - SONIC_FIELDS[table])
-            assert all(isinstance(v, str) for v in row.values()), (table, key)  # config_db
+def _validate(value, schema: dict, doc: dict, where: str, row: dict | None = None) -> None:
+    """The JSON-schema subset of SCHEMA plus its x- keywords (leafref, range, union, must)."""
+    if "enum" in schema:
+        assert value in schema["enum"], (where, value)
+    if schema.get("type") == "string" or "pattern" in schema:
+        assert isinstance(value, str), (where, value)   # config_db: every leaf a string
+    if "pattern" in schema:
+        alt = schema.get("x-or-pattern")
+        assert re.fullmatch(schema["pattern"], value) or (alt and re.fullmatch(alt, value)), \
+            (where, value)
+    if "x-range" in schema:
+        lo, hi = schema["x-range"]
+        assert lo <= int(value) <= hi, (where, value)
+    if "x-leafref" in schema and not (schema.get("x-or-pattern")
+                                      and re.fullmatch(schema["x-or-pattern"], value)):
+        assert value in doc.get(schema["x-leafref"], {}), (where, value, "dangling leafref")
+    if "x-ge" in schema and row is not None and schema["x-ge"] in row:
+        assert int(value) >= int(row[schema["x-ge"]]), (where, value)
+    if schema.get("type") == "object":
+        _validate_object(value, schema, doc, where)
 
 
-def _check_references(doc: dict) -> None:
-    for row in doc["PORT_QOS_MAP"].values():
-        for field, table in (("dscp_to_tc_map", "DSCP_TO_TC_MAP"),
-                             ("tc_to_queue_map", "TC_TO_QUEUE_MAP"),
-                             ("tc_to_pg_map", "TC_TO_PRIORITY_GROUP_MAP"),
-                             ("pfc_to_queue_map", "MAP_PFC_PRIORITY_TO_QUEUE")):
-            assert row[field] in doc[table]
-        assert row["pfc_enable"] == str(ROCE_PRIO)
-    for row in doc["QUEUE"].values():
-        assert row["scheduler"] in doc["SCHEDULER"]
-        assert row.get("wred_profile", "ROCE_LOSSLESS") in doc["WRED_PROFILE"]
-    for row in doc["BUFFER_PG"].values():
-        assert row["profile"] in doc["BUFFER_PROFILE"]
+def _validate_object(value, schema: dict, doc: dict, where: str) -> None:
+    assert isinstance(value, dict), (where, value)
+    for name in schema.get("required", ()):
+        assert name in value, (where, f"missing {name}")
+    for key, item in value.items():
+        if "propertyNames" in schema:
+            assert re.fullmatch(schema["propertyNames"]["pattern"], key), (where, key)
+        sub = schema.get("properties", {}).get(key)
+        for pat, s in schema.get("patternProperties", {}).items():
+            if sub is None and re.fullmatch(pat, key):
+                sub = s
+        if sub is None:
+            extra = schema.get("additionalProperties", True)
+            assert extra is not False, (where, f"unknown key {key}")
+            sub = extra if isinstance(extra, dict) else {}
+        _validate(item, sub, doc, f"{where}/{key}", value)
 
 
-def test_sonic_fragments_follow_the_schema(written):
+def check_sonic(doc: dict) -> None:
+    """AssertionError unless *doc* is a config_db fragment SONiC's YANG models accept (the
+    PORT table it refers to excepted: it is the switch's own)."""
+    _validate(doc, SCHEMA, doc, "config_db")
+    wd = doc.get("PFC_WD", {})
+    poll = int(wd.get("GLOBAL", {}).get("POLL_INTERVAL", 0))
+    for key, row in wd.items():       # YANG must: detection/restoration >= POLL_INTERVAL
+        for f in ("detection_time", "restoration_time"):
+            assert key == "GLOBAL" or f not in row or int(row[f]) >= poll, (key, f)
+
+
+def test_sonic_fragments_follow_the_yang_schema(written):
+    """Fails on the old fragments: no BUFFER_POOL, BUFFER_QUEUE or PFC_WD, comma-joined port
+    keys (the YANG lists key one port), BUFFER_PROFILE.pool naming a pool nobody defined."""
     fabric, out, _ = written
     for role in ("tor", "agg", "core"):
         doc = json.loads((out / f"sonic_config_db_{role}.json").read_text())
-        _check_sonic(doc)
-        _check_references(doc)
+        assert set(doc) == COMPLETE, set(doc) ^ COMPLETE
+        check_sonic(doc)
         dscp = doc["DSCP_TO_TC_MAP"]["ROCE"]
         assert dscp[str(ROCE_DSCP)] == str(ROCE_PRIO) and dscp[str(CNP_DSCP)] == str(CNP_PRIO)
         wred = doc["WRED_PROFILE"]["ROCE_LOSSLESS"]
         assert (int(wred["green_min_threshold"]), int(wred["green_max_threshold"])) == \
             (ECN["kmin_bytes"], ECN["kmax_bytes"])
-        assert wred["ecn"] == "ecn_all" and 0 <= int(wred["green_drop_probability"]) <= 100
-        for prof in doc["BUFFER_PROFILE"].values():  # xoff = the headroom formula
-            speed = re.search(r"pg_lossless_(\d+)_(\d+)m", [k for k, v in
-                              doc["BUFFER_PROFILE"].items() if v is prof][0])
-            assert int(prof["xoff"]) == headroom_bytes(int(speed.group(1)) * 10**6,
-                                                       float(speed.group(2)))
-            assert int(prof["size"]) == int(prof["xon"]) + int(prof["xoff"])
+        for name, prof in doc["BUFFER_PROFILE"].items():  # xoff = the headroom formula
+            m = re.fullmatch(r"pg_lossless_(\d+)_(\d+)m_profile", name)
+            if m:
+                assert int(prof["xoff"]) == headroom_bytes(int(m.group(1)) * 10**6,
+                                                           float(m.group(2)))
+                assert int(prof["size"]) == int(prof["xon"]) + int(prof["xoff"])
+        ports = [k for k in doc["PORT_QOS_MAP"]]
+        for p in ports:       # every port: lossless PG 3, its queues, a watchdog, a cable
+            assert doc["BUFFER_PG"][f"{p}|{ROCE_PRIO}"]["profile"].startswith("pg_lossless")
+            assert doc["BUFFER_QUEUE"][f"{p}|{ROCE_PRIO}"]["profile"] == "egress_lossless_profile"
+            assert doc["PFC_WD"][p]["action"] == "drop"
+            assert p in doc["CABLE_LENGTH"]["AZURE"]
+        pool = int(doc["BUFFER_POOL"]["ingress_lossless_pool"]["size"])
+        reserved = sum(int(doc["BUFFER_PROFILE"][r["profile"]]["size"])
+                       for k, r in doc["BUFFER_PG"].items() if k.endswith(f"|{ROCE_PRIO}"))
+        assert pool + reserved == int(doc["BUFFER_POOL"]["egress_lossless_pool"]["size"])
     tor = json.loads((out / "sonic_config_db_tor.json").read_text())
-    ports = next(iter(tor["PORT_QOS_MAP"])).split(",")
-    assert len(ports) == 8  # a k=8 fat-tree ToR: 4 host ports + 4 uplinks
+    assert len(tor["PORT_QOS_MAP"]) == 8  # a k=8 fat-tree ToR: 4 host ports + 4 uplinks
+    cables = {v for v in tor["CABLE_LENGTH"]["AZURE"].values()}
+    assert cables == {"5m", "40m"}         # host ports and uplinks: the tiers' cables
 
 
-def test_sonic_schema_check_can_fail():
+@pytest.mark.parametrize("bad", [
+    {"WRED_PROFILE": {"X": {"green_min": "1"}}},                          # unknown leaf
+    {"QUEUE": {"Ethernet0": {}}},                                         # key lacks |queue
+    {"PORT_QOS_MAP": {"Ethernet0,Ethernet4": {"pfc_enable": "3"}}},       # two ports, one key
+    {"BUFFER_PROFILE": {"p": {"pool": "ingress_lossless_pool", "size": "0"}}},  # no such pool
+    {"BUFFER_POOL": {"x": {"type": "ingress"}}},                          # mode is mandatory
+    {"PFC_WD": {"Ethernet0": {"detection_time": "50"}}},                  # below 100 ms
+    {"PFC_WD": {"GLOBAL": {"POLL_INTERVAL": "300"}, "Ethernet0": {"detection_time": "200"}}},
+    {"BUFFER_PROFILE": {"p": {"pool": "x", "size": "0", "dynamic_th": "9"}},
+     "BUFFER_POOL": {"x": {"type": "ingress", "mode": "static"}}},        # dynamic_th -8..7
+    {"SCHEDULER": {"s": {"type": "DWRR", "weight": 50}}},                 # not a string
+])
+def test_sonic_schema_check_can_fail(bad):
     with pytest.raises(AssertionError):
-        _check_sonic({"WRED_PROFILE": {"X": {"green_min": "1"}}})
-    with pytest.raises(AssertionError):
-        _check_sonic({"QUEUE": {"Ethernet0": {"scheduler": "s"}}})  # key lacks |queue
+        check_sonic(bad)
 
 
 # -- NVUE ------------------------------------------------------------------------------------
