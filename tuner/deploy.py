@@ -46,6 +46,7 @@ Sources of every command and key (see also ``docs/recommend.md``, "Deployable fi
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +54,8 @@ from pathlib import Path
 from typing import Any
 
 ROLES = ("tor", "agg", "core")
+#: The one Cumulus Linux release the NVUE files are written for (its QoS and RoCE guides).
+NVUE_RELEASE = "5.14"
 #: MTU of the lossless class in the headroom/xon arithmetic (RoCE path MTU 4096).
 MTU_BYTES = 4096
 #: RoCE's active MTU is the largest IB MTU (256..4096) not above the netdev MTU less the RoCE
@@ -268,16 +271,32 @@ def sonic_fragment(classes: Sequence[PortClass], ecn: Mapping[str, Any], priorit
                           buffer_bytes=PacketConfig().buffer_bytes, mtu_bytes=MTU_BYTES)
 
 
+def _swp_ranges(ports: Sequence[int]) -> str:
+    """Cumulus interface names of model ports (port N is ``swp{N+1}``), as NVUE ranges."""
+    runs: list[list[int]] = []
+    for n in sorted(p + 1 for p in ports):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(f"swp{a}" if a == b else f"swp{a}-{b}" for a, b in runs)
+
+
 def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,
-                  cnp_dscp: int, cable_m: float) -> list[str]:
-    """Cumulus Linux NVUE commands (profile ``default-global``), ending with ``nv config apply``."""
+                  cnp_dscp: int, cable_m: float, ports: Sequence[int] = ()) -> list[str]:
+    """Cumulus Linux 5.14 NVUE commands (profile ``default-global``), ending with
+    ``nv config apply``. *cable_m* is the longest cable of the switch's ports: the headroom
+    it sizes covers every shorter one. ``nv set qos roce cable-length`` (Cumulus 5.3 and
+    earlier) is not used: 5.4 and later take the PFC profile's ``cable-length``. The PFC
+    watchdog is enabled on *ports* with Cumulus's default polling (``tuner.provenance``)."""
+    from tuner import provenance
+
     prob = max(1, min(100, round(100 * float(ecn["pmax"]))))
-    cable = max(1, int(round(cable_m)))
+    cable = max(1, int(math.ceil(cable_m)))
     tc, cc = priority, "nv set qos congestion-control default-global traffic-class"
     es = "nv set qos egress-scheduler default-global traffic-class"
-    return [
+    cmds = [
         "nv set qos roce mode lossless",
-        f"nv set qos roce cable-length {cable}",
         "nv set qos mapping default-global trust l3",
         f"nv set qos mapping default-global dscp {dscp} switch-priority {priority}",
         f"nv set qos mapping default-global dscp {cnp_dscp} switch-priority {cnp_priority}",
@@ -294,8 +313,12 @@ def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp
         f"{es} {priority} bw-percent 50",
         f"{es} 0 mode dwrr",
         f"{es} 0 bw-percent 50",
-        "nv config apply",
+        f"nv set qos pfc-watchdog polling-interval {provenance.CUMULUS_PFCWD_POLL_MS}",
+        f"nv set qos pfc-watchdog robustness {provenance.CUMULUS_PFCWD_ROBUSTNESS}",
     ]
+    if ports:
+        cmds.append(f"nv set interface {_swp_ranges(ports)} qos pfc-watchdog")
+    return cmds + ["nv config apply"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -305,7 +328,8 @@ def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp
 def write_deployables(outdir: Path, fabric, *, rp: Mapping[str, int], np_: Mapping[str, int],
                       ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,
                       cnp_dscp: int) -> list[Path]:
-    """Write nic_setup.sh, sonic_config_db_<role>.json and switch_nvue.txt; their paths."""
+    """Write nic_setup.sh, sonic_config_db_<role>.json and switch_nvue_<role>.txt; their
+    paths."""
     outdir = Path(outdir)
     devices = [f"mlx5_{i}" for i in range(int(fabric.nics_per_server))]
     paths = [outdir / "nic_setup.sh"]
@@ -319,13 +343,23 @@ def write_deployables(outdir: Path, fabric, *, rp: Mapping[str, int], np_: Mappi
             doc = sonic_fragment(mine, ecn, priority, cnp_priority, dscp, cnp_dscp)
             path.write_text(json.dumps(doc, indent=2) + "\n")
             paths.append(path)
-    cable = max((c.cable_m for c in classes), default=100.0)
-    nvue = outdir / "switch_nvue.txt"
-    header = ["# NVIDIA Cumulus Linux NVUE commands recommended by `netsim recommend`;",
-              "# run them on every Spectrum switch (sources: tuner/deploy.py)."]
-    nvue.write_text("\n".join(header + nvue_commands(ecn, priority, cnp_priority, dscp,
-                                                     cnp_dscp, cable)) + "\n")
-    paths.append(nvue)
+    for role in ROLES:
+        mine = [c for c in classes if c.role == role]
+        if not mine:
+            continue
+        cables = ", ".join(f"{c.cable_m:g} m ({c.link_kind})" for c in mine)
+        nvue = outdir / f"switch_nvue_{role}.txt"
+        header = [f"# NVIDIA Cumulus Linux {NVUE_RELEASE} NVUE commands recommended by "
+                  f"`netsim recommend` for every {role} switch (sources: tuner/deploy.py).",
+                  f"# Cables: {cables}; the PFC cable-length is the longest, whose headroom "
+                  "covers the others.",
+                  "# Interfaces: the model's port N is swpN+1; rename where the front panel "
+                  "differs."]
+        ports = sorted({p for c in mine for p in c.ports})
+        cmds = nvue_commands(ecn, priority, cnp_priority, dscp, cnp_dscp,
+                             max(c.cable_m for c in mine), ports)
+        nvue.write_text("\n".join(header + cmds) + "\n")
+        paths.append(nvue)
     return paths
 
 

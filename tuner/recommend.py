@@ -286,8 +286,12 @@ def _step_qos(run: _Run) -> list[dict]:
             f"PFC headroom {p['link_kind']} {p['port_speed_gbps']:g}G {p['cable_m']:g} m",
             "switch", "vendor profile", f"{p['headroom_bytes']} B",
             "2 x frame + 2 x cable bytes + peer response (SONiC formula, IEEE 802.3 pause "
-            "quanta; the need netsim simulate checks)",
+            "quanta; the need netsim simulate checks); cable: the tier's length in the fabric "
+            "file (default: SONiC's per-role cable)",
             "no drops on the lossless class while PAUSE takes effect"))
+    from tuner.switchports import watchdog_row
+
+    run.settings.append(watchdog_row(run.fabric, run.env))
     return ports
 
 

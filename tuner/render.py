@@ -178,6 +178,13 @@ def write_switch_qos(path: Path, ecn: Mapping[str, Any], ports: Sequence[Mapping
         "sources": {
             "classes": "NVIDIA Cumulus Linux `nv set qos roce` defaults",
             "headroom": "SONiC doc/qos/dynamically-headroom-calculation.md; IEEE 802.3 31B.3.7 quanta",
+            "cable_m": ("the tier's cable length in the fabric file (defaults: SONiC "
+                        "buffers_config.j2 per-role cables, 5 m host, 40 m tor-agg, 300 m "
+                        "agg-core)"),
+            "ecn": ("starting point: Kmin/Kmax the Cumulus 5.14 RoCE default (SONiC's "
+                    "AZURE_LOSSLESS WRED: 1048576/2097152 B, 5%); pmax 0.2 the HPCC ns-3 "
+                    "simulator's value, no switch default (Cumulus RoCE: 100%); report.md "
+                    "says whether the search moved them"),
         },
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -37,3 +37,16 @@ def headroom_ports(fabric) -> list[dict]:
             rows.append({"link_kind": kind, "port_speed_gbps": c / 1e9, "cable_m": cable,
                          "headroom_bytes": headroom_bytes(int(c), cable)})
     return rows
+
+
+def watchdog_row(fabric, env: dict):
+    """The report's PFC watchdog row: SONiC's pfcwd values (``tuner.sonic``) checked against
+    NCCL's retry window (``NCCL_IB_TIMEOUT`` x ``NCCL_IB_RETRY_CNT`` in *env*)."""
+    from tuner import provenance, sonic
+    from tuner.retransmit import RetransmitSetting
+
+    window = RetransmitSetting(int(env["NCCL_IB_TIMEOUT"]),
+                               int(env["NCCL_IB_RETRY_CNT"])).survivable_flap_s
+    slowest = min(r["port_speed_gbps"] for r in headroom_ports(fabric)) * 1e9
+    return provenance.watchdog_setting(window, slowest, sonic.PFCWD_DETECTION_MS,
+                                       sonic.PFCWD_RESTORATION_MS, sonic.PFCWD_POLL_MS)

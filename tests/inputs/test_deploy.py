@@ -1,7 +1,7 @@
 """Deployable files of `netsim recommend` (issue #19), each checked by a parser of its format:
 bash -n and shellcheck for nic_setup.sh (and its --dry-run output), JSON plus the SONiC
 config_db table/key schema for sonic_config_db_<role>.json, a grammar derived from NVIDIA's
-NVUE reference for switch_nvue.txt, and bash itself for nccl.env."""
+NVUE reference for switch_nvue_<role>.txt, and bash itself for nccl.env."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.deploy import port_classes
 from tuner.qos import CNP_DSCP, CNP_PRIO, ROCE_DSCP, ROCE_PRIO
 from tuner.recommend import Recommendation, write_outputs
 from tuner.render import TunerRow, headroom_bytes
@@ -44,9 +45,9 @@ def written(tmp_path_factory):
 def test_files_kept_and_added(written):
     _, out, paths = written
     for name in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf", "switch_qos.yaml",
-                 "placement.json", "report.md", "nic_setup.sh", "switch_nvue.txt",
-                 "sonic_config_db_tor.json", "sonic_config_db_agg.json",
-                 "sonic_config_db_core.json"):
+                 "placement.json", "report.md", "nic_setup.sh", "switch_nvue_tor.txt",
+                 "switch_nvue_agg.txt", "switch_nvue_core.txt", "sonic_config_db_tor.json",
+                 "sonic_config_db_agg.json", "sonic_config_db_core.json", "netsim_tuner.c"):
         assert name in paths and (out / name).is_file(), name
 
 
@@ -219,11 +220,11 @@ def test_sonic_schema_check_can_fail(bad):
 
 _N = r"\d+"
 _TC = r"[0-7](,[0-7])*"
-#: Command forms of NVIDIA's NVUE reference ("Set and Unset Commands / QoS") used here, with
-#: the value ranges it gives.
+#: Command forms of NVIDIA's NVUE reference ("Set and Unset Commands / QoS") and the Cumulus
+#: Linux 5.14 QoS guide used here, with the value ranges they give. One release: no
+#: `nv set qos roce cable-length` (Cumulus 5.3 and earlier; 5.4+ set the PFC profile's).
 NVUE_GRAMMAR = [
     (r"nv set qos roce mode (lossy|lossless)", None),
-    (rf"nv set qos roce cable-length ({_N})", (1, 100000)),
     (r"nv set qos roce enable (on|off)", None),
     (r"nv set qos mapping (\S+) trust (l2|l3|port|both)", None),
     (rf"nv set qos mapping (\S+) dscp ({_N}(?:,{_N})*) switch-priority ([0-7])", None),
@@ -238,6 +239,9 @@ NVUE_GRAMMAR = [
      (1, 100)),
     (rf"nv set qos egress-scheduler (\S+) traffic-class ({_TC}) mode (dwrr|strict)", None),
     (rf"nv set qos egress-scheduler (\S+) traffic-class ({_TC}) bw-percent ({_N})", (1, 100)),
+    (rf"nv set qos pfc-watchdog polling-interval ({_N})", (1, 100000)),
+    (rf"nv set qos pfc-watchdog robustness ({_N})", (1, 1000)),
+    (r"nv set interface (swp\d+(?:-\d+)?(?:,swp\d+(?:-\d+)?)*) qos pfc-watchdog", None),
     (r"nv config apply", None),
 ]
 
@@ -263,14 +267,34 @@ def parse_nvue(text: str) -> list[tuple[str, list[str]]]:
 
 def test_nvue_commands_follow_the_grammar(written):
     _, out, _ = written
-    cmds = parse_nvue((out / "switch_nvue.txt").read_text())
-    assert cmds[-1][0] == "nv config apply"
-    text = (out / "switch_nvue.txt").read_text()
-    assert f"traffic-class {ROCE_PRIO} min-threshold {ECN['kmin_bytes']}" in text
-    assert f"traffic-class {ROCE_PRIO} max-threshold {ECN['kmax_bytes']}" in text
-    assert f"dscp {ROCE_DSCP} switch-priority {ROCE_PRIO}" in text
-    bw = [int(g[-1]) for f, g in cmds if "bw-percent" in f]
-    assert sum(bw) <= 100
+    for role in ("tor", "agg", "core"):
+        text = (out / f"switch_nvue_{role}.txt").read_text()
+        cmds = parse_nvue(text)
+        assert cmds[-1][0] == "nv config apply"
+        assert f"traffic-class {ROCE_PRIO} min-threshold {ECN['kmin_bytes']}" in text
+        assert f"traffic-class {ROCE_PRIO} max-threshold {ECN['kmax_bytes']}" in text
+        assert f"dscp {ROCE_DSCP} switch-priority {ROCE_PRIO}" in text
+        bw = [int(g[-1]) for f, g in cmds if "bw-percent" in f]
+        assert sum(bw) <= 100
+
+
+def test_nvue_one_release_cables_per_tier_and_a_watchdog(written):
+    """Fails on the old file: it mixed `nv set qos roce cable-length` (Cumulus <= 5.3) with
+    its replacement, put 100 m (latency / 5 ns) on every switch, and enabled no watchdog."""
+    fabric, out, _ = written
+    want = {"tor": 40, "agg": 300, "core": 300}       # the longest cable of each role's ports
+    for role, cable in want.items():
+        text = (out / f"switch_nvue_{role}.txt").read_text()
+        assert "Cumulus Linux 5.14" in text.splitlines()[0]
+        assert "roce cable-length" not in text
+        cmds = parse_nvue(text)
+        lengths = [int(g[-1]) for f, g in cmds if "cable-length" in f]
+        assert lengths == [cable], role
+        wd = [g[0] for f, g in cmds if f.startswith("nv set interface")]
+        n_ports = len({p for c in port_classes(fabric) if c.role == role for p in c.ports})
+        swps = sum(int(b) - int(a) + 1 if b else 1 for a, b in
+                   re.findall(r"swp(\d+)(?:-(\d+))?", wd[0]))
+        assert len(wd) == 1 and swps == n_ports, role
 
 
 def test_nvue_grammar_can_fail():

@@ -40,3 +40,37 @@ def test_latency_no_longer_sets_the_cable():
     slow = build(spec_from_dict({"kind": "clos3", "servers": 64, "host_latency_ns": 5000}))
     fast = build(spec_from_dict({"kind": "clos3", "servers": 64, "host_latency_ns": 100}))
     assert headroom_ports(slow) == headroom_ports(fast)
+
+
+def test_each_kept_value_says_where_it_comes_from():
+    """Fails on the old rows: every CC value read "vendor default kept", Pmax 0.2 included,
+    though 0.2 is the HPCC ns-3 simulator's value (Cumulus RoCE: 100; SONiC's lossless WRED
+    profile: 5%), and the two switch OSes' ECN defaults differ."""
+    from tuner import ccreport
+    from tuner.ccsearch import search_job_cc
+    from tuner.render import Setting
+
+    cc = search_job_cc([], ["DP rings: 2 QPs on t0->a0 (400G tor-agg), offered 0.50x"])
+    rows: list[Setting] = []
+    ccreport.settings_rows(cc, rows)
+    by = {r.name: r.reason for r in rows}
+    assert by["ECN Pmax"].startswith("simulator's value kept") and "HPCC" in by["ECN Pmax"]
+    for name in ("ECN Kmin (bytes)", "ECN Kmax (bytes)"):
+        assert by[name].startswith("Cumulus 5.14 RoCE default kept") and "SONiC" in by[name]
+    nic = [r for r in rows if r.scope == "nic"]
+    assert nic and all(r.reason.startswith("ConnectX firmware default kept") for r in nic)
+    assert not any("vendor default" in r.reason for r in rows)
+
+
+def test_pfc_watchdog_row_fits_the_retry_window():
+    from tuner import sonic
+    from tuner.switchports import watchdog_row
+
+    row = watchdog_row(load_fabric("megascale"), {"NCCL_IB_TIMEOUT": "18",
+                                                  "NCCL_IB_RETRY_CNT": "7"})
+    assert row.name == "PFC watchdog" and "drop" in row.recommended
+    assert f"detection {sonic.PFCWD_DETECTION_MS} ms" in row.recommended
+    assert "7.52 s" in row.reason          # 4.096 us x 2^18 x 7
+    with pytest.raises(ValueError):        # a drop period NCCL's QPs would not survive
+        watchdog_row(load_fabric("megascale"), {"NCCL_IB_TIMEOUT": "10",
+                                                "NCCL_IB_RETRY_CNT": "7"})
