@@ -9,7 +9,7 @@
   priority and its parameters written to ``/sys/class/net/IF/ecn/roce_{rp,np}/``.
 * ``sonic_config_db_<role>.json``: a SONiC ``config_db.json`` fragment per switch role (ToR,
   agg, core), to load with ``sudo config load FILE`` or merge into ``/etc/sonic/config_db.json``.
-* ``switch_nvue.txt``: NVIDIA Cumulus Linux NVUE commands (``nv set qos ...``, ``nv config
+* ``switch_nvue_<role>.txt``: NVIDIA Cumulus Linux 5.14 NVUE commands (``nv set qos ...``, ``nv config
   apply``), one per line, for Spectrum switches.
 * ``nccl.env`` gains NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX, NCCL_NET_GDR_LEVEL,
   NCCL_TUNER_PLUGIN (the absolute path of the suite's plugin, ``libnccl-tuner-netsim.so``,
