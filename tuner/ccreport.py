@@ -8,7 +8,7 @@ search kept it / moved it, with the effect on every scenario of the job's traffi
 
 from __future__ import annotations
 
-from tuner import ccsearch
+from tuner import ccsearch, provenance
 from tuner.qos import CNP_DSCP, CNP_PRIO
 from tuner.render import Setting
 
@@ -63,18 +63,15 @@ def _effect(e: dict) -> str:
 def why_text(cc: ccsearch.CcJobChoice, key: str) -> str:
     """Why parameter *key* has its recommended value."""
     if not cc.scenarios:
-        return ("vendor default kept: the job has no congestion point (flow engine, steady "
+        return (f"{provenance.kept_label(key)}: the job has no congestion point (flow engine, steady "
                 "state, with the recommended QPs: " + "; ".join(cc.found) + "), so no queue "
                 "builds past ECN Kmin, DCQCN does not act and no setting changes the job "
                 "(start-up bursts are not modelled)")
     n = len(cc.evaluated) - 1
     if key in cc.changed:
         return f"moved by the search of {n} settings: {cc.status}"
-    refused = [s for s in cc.refused if s.params[key] != cc.default.params[key]]
-    if refused:
-        return f"vendor default kept: {cc.status}"
-    return (f"vendor default kept: {cc.status}" if not cc.changed else
-            f"vendor default kept: the chosen setting moves only {', '.join(cc.changed)}")
+    return (f"{provenance.kept_label(key)}: {cc.status}" if not cc.changed else
+            f"{provenance.kept_label(key)}: the chosen setting moves only {', '.join(cc.changed)}")
 
 
 def settings_rows(cc: ccsearch.CcJobChoice, rows: list[Setting]) -> tuple[dict, dict, dict]:

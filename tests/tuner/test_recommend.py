@@ -75,7 +75,8 @@ def reco(small_clos, small_job, striped_free, tmp_path_factory):
 def test_every_file_parses(reco) -> None:
     rec, out, paths = reco
     assert {p.name for p in paths} == {"nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
-                                       "switch_qos.yaml", "placement.json", "report.md"}
+                                       "switch_qos.yaml", "placement.json", "report.md",
+                                       "netsim_tuner.c"}
     env = render.parse_env_file((out / "nccl.env").read_text())
     assert {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT",
             "NCCL_IB_TC"} <= set(env)
@@ -86,11 +87,11 @@ def test_every_file_parses(reco) -> None:
     assert rows and rows[0].min_bytes == 0
     assert all(a.max_bytes + 1 == b.min_bytes for a, b in zip(rows, rows[1:], strict=False))   # no gaps
     # the plugin's column order as its header comment, '#' in column 0 (plugin.c skips
-    # line[0] == '#'); every row names its channels: the plugin sets *nChannels = 1 first
-    # and keeps it for -1, which would pin NCCL to one channel
+    # line[0] == '#'); every row leaves the channel count to NCCL (-1): the suite's plugin
+    # touches *nChannels only for a row with channels > 0 (tests/tuner/test_tuner_plugin.py)
     header = [ln for ln in csv_text.splitlines() if ln.startswith("# collective")]
     assert header and header[0][2:].split(",") == list(render.TUNER_CSV_COLUMNS)
-    assert all(r.channels >= 1 and r.n_ranks == rec.job["dp"] for r in rows)
+    assert all(r.channels == -1 and r.n_ranks == rec.job["dp"] for r in rows)
     assert all(len(ln) < render.TUNER_MAX_LINE - 1 for ln in csv_text.splitlines())
     ini = configparser.ConfigParser()
     ini.read_string((out / "nic_dcqcn.conf").read_text())
