@@ -189,6 +189,7 @@ def _step_qps(run: _Run, topo):
                            background=opts.background, known_s=known,
                            progress=lambda: run.say("QPs per connection",
                                                     0.2 + 0.15 * next(done) / len(candidates)))
+    qp = _confirm_qps(run, topo.gpu_of_rank, qp)
     run.set_env("NCCL_IB_QPS_PER_CONNECTION", qp.qps, qp.reason)
     run.set_env("NCCL_IB_SPLIT_DATA_ON_QPS", qp.split_data)
     run.settings.append(Setting(
@@ -200,6 +201,23 @@ def _step_qps(run: _Run, topo):
         "a work request per QP per message",
         "no bandwidth change in the flow engine (bytes spread evenly either way)"))
     return qp
+
+
+def _confirm_qps(run: _Run, gpu_of_rank: np.ndarray, qp):
+    """More than 1 QP only if shorter in sample and no longer held out, paired over seeds."""
+    import dataclasses
+
+    from tuner.outofsample import check_qps
+
+    if qp.qps == 1:
+        return qp
+    opts = run.opts
+    check = check_qps(run.fabric, run.job, gpu_of_rank, qp.qps, seed=opts.seed,
+                      calibration=opts.calibration, background=opts.background)
+    reason = f"{qp.reason}; {check.reason}"
+    if check.accepted:
+        return dataclasses.replace(qp, reason=reason, check=check.as_dict())
+    return dataclasses.replace(qp, qps=1, reason=reason, check=check.as_dict())
 
 
 def _step_collectives(run: _Run, gpu_of_rank: np.ndarray, qps: int):
@@ -351,7 +369,8 @@ def _details(opts: RecommendOptions, places: dict, qp, coll, cc, rt) -> dict:
     from tuner import ccreport
 
     return {"placement": {k: v.to_json() for k, v in places.items()},
-            "qps": {"iteration_s": qp.iteration_s, "slowdown": qp.slowdown, "cost": qp.cost},
+            "qps": {"iteration_s": qp.iteration_s, "slowdown": qp.slowdown, "cost": qp.cost,
+                    "check": qp.check},
             "collectives": coll.rows,
             "cc": ccreport.details(cc),
             "retransmit": {"flaps": opts.flaps, "margin": opts.margin,

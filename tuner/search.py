@@ -31,6 +31,8 @@ class QpChoice:
     cost: dict[int, float]              # qps -> the ranking score (= slowdown; ties: fewer QPs)
     split_data: int
     reason: str
+    #: the paired out-of-sample check of a count other than 1 (``tuner.outofsample``)
+    check: dict | None = None
 
 
 def job_groups(job, gpu_of_rank: np.ndarray) -> dict[str, np.ndarray]:

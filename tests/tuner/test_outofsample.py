@@ -1,0 +1,49 @@
+"""QPs per connection and placement: kept only when shorter in sample and no longer held out."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tuner.outofsample import ITERATION_MARGIN, check_qps, paired_check, seeds_of
+
+
+def test_a_win_on_the_search_seed_alone_is_refused() -> None:
+    # the old QP search ranked on one ECMP seed: a count that wins that draw and loses the
+    # others was advice; now it is not shorter with confidence
+    c = paired_check("8 QPs", lambda s: 1.0, lambda s: 0.97 if s == 0 else 1.004)
+    assert not c.accepted and "not shorter with confidence" in c.reason
+
+
+def test_a_change_that_wins_in_sample_and_loses_held_out_is_refused() -> None:
+    ins, held = seeds_of(0)
+    assert set(ins).isdisjoint(held) and len(ins) == len(held) == 5
+    c = paired_check("topo", lambda s: 1.0,
+                     lambda s: (0.98 + 0.001 * (s % 3)) if s in ins else 1.0 + 2 * ITERATION_MARGIN)
+    assert not c.accepted and "held out" in c.reason
+    assert c.in_sample.ratio_hi < 1 and c.held_out.ratio_lo > 1 + ITERATION_MARGIN
+
+
+def test_a_consistent_gain_is_kept_with_both_intervals() -> None:
+    c = paired_check("8 QPs", lambda s: 1.0 + 0.01 * math.sin(s), lambda s: 0.99 + 0.01 * math.sin(s))
+    assert c.accepted and c.reason.startswith("8 QPs kept")
+    d = c.as_dict()
+    assert d["in_sample_iteration_ratio_lo"] <= d["in_sample_iteration_ratio"] <= d[
+        "in_sample_iteration_ratio_hi"] < 1
+    assert d["held_out_seeds"] == list(seeds_of(0)[1])
+
+
+def test_check_qps_pairs_the_flow_engines_own_predictions(small_clos, small_job,
+                                                         striped_free) -> None:
+    import numpy as np
+
+    from tuner.placement import iteration_scorer, place
+
+    gpus = place(small_clos, small_job, "linear", striped_free).gpu_of_rank
+    c = check_qps(small_clos, small_job, gpus, 8, seed=0)
+    logs = [math.log(iteration_scorer(small_clos, small_job, qps=8, seed=s)(gpus)
+                     / iteration_scorer(small_clos, small_job, qps=1, seed=s)(gpus))
+            for s in c.seeds]
+    assert c.in_sample.n == 5 and c.in_sample.mean == pytest.approx(float(np.mean(logs)))
+    assert c.in_sample.lo <= c.in_sample.mean <= c.in_sample.hi

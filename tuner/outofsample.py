@@ -1,0 +1,104 @@
+"""Paired out-of-sample checks of recommend's flow-engine choices (QPs per connection, placement).
+
+The flow engine's predicted iteration depends on the ECMP hash: each QP's UDP source port is
+drawn from the seed, so a QP count or a placement that wins on the search's seed may only have
+won that draw. A change is kept only when, paired seed by seed against the default (1 QP; the
+scheduler's order):
+
+* **in sample** (seeds ``seed .. seed + samples - 1``): its iteration is shorter with the stated
+  confidence (:func:`tuner.acceptance.better`), and
+* **held out** (seeds ``seed + 1000 ..``, which no search ran): no longer than the default's by
+  more than :data:`ITERATION_MARGIN` (:func:`tuner.acceptance.no_worse`).
+
+Otherwise the default stands and the report says why, with both intervals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tuner.acceptance import Interval, Metric, better, interval, log_ratios, no_worse
+
+#: Iteration-time loss tolerated held out (relative): 0.5%.
+ITERATION_MARGIN = 0.005
+ITERATION = Metric("iteration", False, ITERATION_MARGIN)
+SAMPLES = 5
+HELD_OUT_SEED_OFFSET = 1000
+
+
+@dataclass(frozen=True)
+class PairedCheck:
+    """A change against its default over paired seeds, in sample and held out."""
+
+    what: str
+    in_sample: Interval
+    held_out: Interval
+    seeds: tuple[int, ...]
+    held_out_seeds: tuple[int, ...]
+
+    @property
+    def accepted(self) -> bool:
+        return better(self.in_sample, ITERATION) and no_worse(self.held_out, ITERATION)
+
+    @property
+    def reason(self) -> str:
+        verdict = "kept" if self.accepted else (
+            "refused: not shorter with confidence in sample" if not better(self.in_sample, ITERATION)
+            else f"refused: held out, longer than the default by more than {ITERATION_MARGIN:.1%}")
+        return (f"{self.what} {verdict}; iteration vs the default, paired over seeds: in sample "
+                f"{_iv(self.in_sample)} ({len(self.seeds)} seeds), held out "
+                f"{_iv(self.held_out)} ({len(self.held_out_seeds)} other seeds)")
+
+    def as_dict(self) -> dict:
+        return {"accepted": self.accepted, "reason": self.reason,
+                **{f"in_sample_{k}": v for k, v in self.in_sample.as_dict("iteration").items()},
+                **{f"held_out_{k}": v for k, v in self.held_out.as_dict("iteration").items()},
+                "seeds": list(self.seeds), "held_out_seeds": list(self.held_out_seeds),
+                "margin": ITERATION_MARGIN}
+
+
+def _iv(iv: Interval) -> str:
+    return f"x{iv.ratio:.4f} [{iv.ratio_lo:.4f}, {iv.ratio_hi:.4f}]"
+
+
+def seeds_of(seed: int, samples: int = SAMPLES) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(in-sample seeds, held-out seeds)."""
+    s = int(seed)
+    return (tuple(range(s, s + samples)),
+            tuple(range(s + HELD_OUT_SEED_OFFSET, s + HELD_OUT_SEED_OFFSET + samples)))
+
+
+def paired_check(what: str, default_s: Callable[[int], float], change_s: Callable[[int], float],
+                 seed: int = 0, samples: int = SAMPLES) -> PairedCheck:
+    """Iteration times of the change and the default on the same seeds, in sample and held out."""
+    ins, held = seeds_of(seed, samples)
+
+    def ratios(seeds):
+        return log_ratios([change_s(s) for s in seeds], [default_s(s) for s in seeds])
+
+    return PairedCheck(what, interval(ratios(ins)), interval(ratios(held)), ins, held)
+
+
+def check_qps(fabric, job, gpu_of_rank, qps: int, seed: int = 0, calibration=None,
+              background=None, samples: int = SAMPLES) -> PairedCheck:
+    """``qps`` QPs per connection against 1, on the same placement, paired over ECMP seeds."""
+    from tuner.placement import iteration_scorer
+
+    def at(q):
+        return lambda s: iteration_scorer(fabric, job, calibration=calibration, qps=q, seed=s,
+                                          background=background)(gpu_of_rank)
+
+    return paired_check(f"{qps} QPs per connection", at(1), at(qps), seed, samples)
+
+
+def check_placement(fabric, job, chosen, default, qps: int = 1, seed: int = 0,
+                    calibration=None, background=None, samples: int = SAMPLES) -> PairedCheck:
+    """Placement *chosen* against *default* (gpu_of_rank arrays), paired over ECMP seeds."""
+    from tuner.placement import iteration_scorer
+
+    def on(gpus):
+        return lambda s: iteration_scorer(fabric, job, calibration=calibration, qps=qps, seed=s,
+                                          background=background)(gpus)
+
+    return paired_check("topology-aware placement", on(default), on(chosen), seed, samples)
