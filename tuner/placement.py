@@ -557,7 +557,7 @@ def compare_strategies(fabric, job, free_servers: list[int] | None = None, seed:
 def topo_gains(results: dict[str, Placement]) -> bool:
     """Whether ``topo`` is worth applying: predicted faster than ``linear`` by at least the
     tie ``SCORE_RTOL`` (without predicted times: fewer cross-ToR or cross-pod bytes). When it
-    is not, the scheduler's order stays and :func:`verdict` says so."""
+    is not, ``netsim recommend`` keeps the scheduler's order and says so."""
     t, lin = results["topo"], results["linear"]
     if t.iteration_s is not None and lin.iteration_s is not None:
         return lin.iteration_s / t.iteration_s - 1 >= SCORE_RTOL
@@ -566,8 +566,7 @@ def topo_gains(results: dict[str, Placement]) -> bool:
 
 
 def verdict(results: dict[str, Placement]) -> str:
-    """One sentence comparing the ``topo`` placement with ``linear`` (and ``random``); when
-    topo gains nothing (:func:`topo_gains`) it says so and that the scheduler's order stays."""
+    """One sentence comparing the ``topo`` placement with ``linear`` (and ``random``)."""
     t, lin = results["topo"], results["linear"]
     gb = 1e9
     same = (math.isclose(t.cross_tor_bytes, lin.cross_tor_bytes, rel_tol=1e-9)
@@ -602,11 +601,6 @@ def verdict(results: dict[str, Placement]) -> str:
         else:
             out += (f"; predicted iteration {lin.iteration_s:.4f} -> {t.iteration_s:.4f} s "
                     f"({change:+.2%} throughput)")
-    if not topo_gains(results):
-        if "no gain" not in out:
-            out += "; topo gives no gain over linear"
-        if "the scheduler's order stays" not in out:
-            out += "; the scheduler's order stays (linear)"
     rnd = results.get("random")
     if rnd is not None and rnd.iteration_s is not None and times:
         out += (f"; random: {rnd.cross_tor_bytes / gb:.1f} GB cross-ToR, "

@@ -176,7 +176,8 @@ def _step_placement(run: _Run) -> tuple[dict, str]:
                                           search_iterations=opts.place_iterations,
                                           strategies=("topo", "linear"),
                                           background=opts.background)
-    verdict = placement.verdict(places) + "; " + placement.load_context(
+    kept = "" if _topo_gains(places) else "; recommended: linear, the scheduler's order"
+    verdict = placement.verdict(places) + kept + "; " + placement.load_context(
         fabric, job, places["linear"].gpu_of_rank, opts.background, opts.seed)
     run.settings.append(Setting(
         "rank placement", "placement", "linear (scheduler order)",
