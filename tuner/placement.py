@@ -554,6 +554,17 @@ def compare_strategies(fabric, job, free_servers: list[int] | None = None, seed:
             for s in strategies}
 
 
+def topo_gains(results: dict[str, Placement]) -> bool:
+    """Whether ``topo`` is worth applying: predicted faster than ``linear`` by at least the
+    tie ``SCORE_RTOL`` (without predicted times: fewer cross-ToR or cross-pod bytes). When it
+    is not, ``netsim recommend`` keeps the scheduler's order and says so."""
+    t, lin = results["topo"], results["linear"]
+    if t.iteration_s is not None and lin.iteration_s is not None:
+        return lin.iteration_s / t.iteration_s - 1 >= SCORE_RTOL
+    return (t.cross_tor_bytes < lin.cross_tor_bytes * (1 - 1e-9)
+            or t.cross_pod_bytes < lin.cross_pod_bytes * (1 - 1e-9))
+
+
 def verdict(results: dict[str, Placement]) -> str:
     """One sentence comparing the ``topo`` placement with ``linear`` (and ``random``)."""
     t, lin = results["topo"], results["linear"]

@@ -67,9 +67,11 @@ class Recommendation:
     summary: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     details: dict = field(default_factory=dict)
+    placement_strategy: str = "topo"   # what placement.json holds: topo, or linear kept
 
     def to_json(self) -> dict:
         return {"fabric": self.fabric, "job": self.job, "env": self.env,
+                "placement_strategy": self.placement_strategy,
                 "iteration_default_s": self.iteration_default_s,
                 "iteration_recommended_s": self.iteration_recommended_s,
                 "settings": [s.__dict__ for s in self.settings], "summary": self.summary,
@@ -137,7 +139,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     """
     run = _Run(fabric, job, opts or RecommendOptions(), progress or (lambda *_: None))
     places, place_verdict = _step_placement(run)
-    topo = places["topo"]
+    topo = places["topo" if _topo_gains(places) else "linear"]  # the placement applied
     qp = _step_qps(run, topo)
     coll, rows = _step_collectives(run, topo.gpu_of_rank, qp.qps)
     cc, (nic_rp, nic_np, ecn) = _step_congestion_control(run, topo.gpu_of_rank, qp.qps)
@@ -149,7 +151,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         fabric.name, job.to_dict(), run.settings, run.env, run.why, rows, nic_rp, nic_np, ecn,
         ports, topo.ranks(fabric), t_def, t_rec,
         _summary(run, place_verdict, t_def, t_rec, cc, topo.gpu_of_rank), _notes(run.opts),
-        details=_details(run.opts, places, qp, coll, cc, rt))
+        details=_details(run.opts, places, qp, coll, cc, rt), placement_strategy=topo.strategy)
 
 
 def _step_placement(run: _Run) -> tuple[dict, str]:
@@ -163,15 +165,23 @@ def _step_placement(run: _Run) -> tuple[dict, str]:
                                           search_iterations=opts.place_iterations,
                                           strategies=("topo", "linear"),
                                           background=opts.background)
-    verdict = placement.verdict(places) + "; " + placement.load_context(
+    kept = "" if _topo_gains(places) else "; recommended: linear, the scheduler's order"
+    verdict = placement.verdict(places) + kept + "; " + placement.load_context(
         fabric, job, places["linear"].gpu_of_rank, opts.background, opts.seed)
     run.settings.append(Setting(
-        "rank placement", "placement", "linear (scheduler order)", "topo (placement.json)",
+        "rank placement", "placement", "linear (scheduler order)",
+        "topo (placement.json)" if _topo_gains(places) else "linear (scheduler order)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
         "local search; kept the candidate with the best simulated iteration time "
         f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes), never one "
         "predicted slower than the scheduler's order", verdict))
     return places, verdict
+
+
+def _topo_gains(places: dict) -> bool:
+    from tuner.placement import topo_gains
+
+    return topo_gains(places)
 
 
 def _step_qps(run: _Run, topo):
@@ -410,7 +420,7 @@ def write_outputs(rec: Recommendation, outdir: Path, fabric=None) -> list[Path]:
                             priority=ROCE_PRIO, cnp_priority=CNP_PRIO, dscp=ROCE_DSCP,
                             cnp_dscp=CNP_DSCP)
     render.write_placement(paths["placement.json"], rec.ranks,
-                           {"strategy": "topo", "fabric": rec.fabric, "job": rec.job,
+                           {"strategy": rec.placement_strategy, "fabric": rec.fabric, "job": rec.job,
                             "predicted_iteration_s": rec.iteration_recommended_s})
     render.write_report(paths["report.md"], f"Recommendation: {rec.job['model']} on {rec.fabric}",
                         rec.settings, rec.summary, rec.notes)

@@ -99,8 +99,9 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), se
         search's 1-QP score): not predicted again.
     shortcut
         Stop after 1 QP when its time is within ``rtol`` of the iteration with no network
-        contention at all (``predict`` with the analytic comm model: every network call at
-        its NIC's line rate, which no QP count can beat), since 1 QP then wins the tie
+        contention at all (:func:`_uncontended_s`: the flow engine's own calls, each priced
+        alone on the links every QP crosses, which no QP count can beat), since 1 QP then
+        wins the tie
         whatever the others predict. The choice is the plain search's (tested); only the
         times of the counts not run are missing. Not taken with a calibration.
     """
@@ -118,7 +119,7 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), se
         if progress:
             progress()
         if q == 1 and network and shortcut and calibration is None:
-            bound = _uncontended_s(fabric, job, gpu_of_rank)
+            bound = _uncontended_s(fabric, job, gpu_of_rank, seed)
             if times[1] <= bound * (1 - 1e-9) * (1 + rtol):
                 return QpChoice(1, {1: times[1]}, {1: 1.0}, {1: 1.0}, 0, (
                     f"predicted iteration (netsim predict, flow engine) with 1 QP "
@@ -136,17 +137,19 @@ def search_qps(fabric, job, gpu_of_rank: np.ndarray, candidates=(1, 2, 4, 8), se
     return QpChoice(best, times, slowdown, dict(slowdown), 0, reason)
 
 
-def _uncontended_s(fabric, job, gpu_of_rank: np.ndarray) -> float:
-    """The iteration with every network call at its NIC's line rate (``predict`` with the
-    analytic comm model, which the flow engine equals on an uncontended fabric): a lower
-    bound of the flow engine's prediction for any QP count."""
+def _uncontended_s(fabric, job, gpu_of_rank: np.ndarray, seed: int = 0) -> float:
+    """The iteration with no network contention, from the model of the predictions:
+    ``predict`` with ``netsim.workload.flowcomm.UncontendedFlowCommModel`` (every call built
+    as the flow engine builds it and priced alone on the links no QP count or ECMP path
+    changes). Call by call it is never above the flow engine's time, so it bounds the
+    prediction for every QP count from below (``tests/tuner/test_qp_search.py``)."""
     from netsim.model.hardware import get_hardware
     from netsim.workload import predict
-    from netsim.workload.comm import AnalyticCommModel
+    from netsim.workload.flowcomm import UncontendedFlowCommModel
 
     hw = get_hardware(job.gpu)
     return float(predict(job, fabric, hw, placement=gpu_of_rank,
-                         comm_model=AnalyticCommModel(hw)).iteration_s)
+                         comm_model=UncontendedFlowCommModel(fabric, hw, seed=seed)).iteration_s)
 
 
 @dataclass(frozen=True)

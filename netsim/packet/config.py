@@ -51,6 +51,15 @@ DEFAULT_CNP_INTERVAL_PS = 4 * PS_PER_US
 #: the loss-of-signal notification, taken here as one 10 ms timer tick.
 LINK_DETECT_PS = 10 * 10**9
 
+#: How long a cycle of paused ports must stall (paused without a break, no packet out of the
+#: ingress queues it feeds) to count as a PFC deadlock: 100 us. Longer than one full PAUSE
+#: (65535 quanta) at 400G, 84 us, so a cycle held by PAUSE frames that nobody refreshes expires
+#: before it counts at that speed; longer by an order of magnitude than the transient cycles
+#: incasts make (under 7 us, issue 26); short enough to count a deadlock that forms in the
+#: first 0.9 ms of a 1 ms run. A switch's own detector (SONiC pfcwd) polls every 200 ms by
+#: default, a time scale no packet-level run reaches.
+PFC_DEADLOCK_PS = 100 * PS_PER_US
+
 #: Where switches mark ECN: at dequeue (HPCC ns-3) or at enqueue (RED at admission).
 ECN_MARK_POINTS = ("dequeue", "enqueue")
 
@@ -115,6 +124,10 @@ class PacketConfig:
     pfc_refresh : the switch resends XOFF every half pause time while its ingress stays paused.
     pfc_watchdog_ps : PFC watchdog (storm detection): a port paused continuously this long with
         data queued ignores PAUSE for the same time (SONiC pfcwd, action forward); None = off.
+    pfc_deadlock_ps : a PFC deadlock is counted when a cycle of paused ports, each holding
+        data, has been paused without a break and let no packet out of the ingress queues it
+        feeds for this long, once per such episode (``telemetry.stalled_cycle``); None = no
+        detection. Default ``PFC_DEADLOCK_PS`` (100 us, reason there).
     link_detect_ps : a switch removes a down link from its ECMP groups this long after it went
         down and restores it this long after it came up (link-down detection); None = never.
     ib_timeout : the verbs ``timeout`` (NCCL_IB_TIMEOUT): retransmit timer 4.096 us x 2^n.
@@ -156,6 +169,7 @@ class PacketConfig:
     pfc_pause_quanta: int = 65535
     pfc_refresh: bool = True
     pfc_watchdog_ps: int | None = None
+    pfc_deadlock_ps: int | None = PFC_DEADLOCK_PS
     link_detect_ps: int | None = LINK_DETECT_PS
     ib_timeout: int = 20
     retry_cnt: int = 7
@@ -208,6 +222,9 @@ class PacketConfig:
             v = getattr(self, name)
             if v is not None and v < 0:
                 raise ValueError(f"PacketConfig.{name} must be >= 0 ps or None (off), got {v!r}")
+        if self.pfc_deadlock_ps is not None and self.pfc_deadlock_ps <= 0:
+            raise ValueError("PacketConfig.pfc_deadlock_ps must be > 0 ps or None (off), got "
+                             f"{self.pfc_deadlock_ps!r}")
         if self.cnp_interval_ps is not None and self.cnp_interval_ps < 0:
             raise ValueError("PacketConfig.cnp_interval_ps must be >= 0 ps or None (the CC's "
                              f"min_time_between_cnps_us), got {self.cnp_interval_ps!r}")

@@ -43,6 +43,7 @@ except ImportError:  # plain Python without Cython installed: annotations are ne
 
 from netsim.packet.qp import CNP, DATA, Pkt, RcTransport, nic_path
 from netsim.packet.simpy_event import fire as fire_simpy
+from netsim.packet.telemetry import stalled_cycle
 
 if COMPILED:  # the compiled build's own event heap for the hot path (netsim/packet/_cheap.pyx)
     import netsim.packet._cheap as _cheap
@@ -195,6 +196,11 @@ class PacketSim(RcTransport):
         self.reroute = None  # build: reroute(t, dead_links) moves QPs onto live ECMP members
         self.route_updates = 0
         self.watchdog_ps = cfg.pfc_watchdog_ps
+        # PFC deadlock detection (telemetry.stalled_cycle): a cycle of paused ports none of
+        # whose ingress queues let a packet out for ``deadlock_ps``; one record per episode.
+        self.deadlock_ps = cfg.pfc_deadlock_ps
+        self.I_out_ps = [-1] * n  # last departure from ingress lk while its switch held an XOFF
+        self.deadlock_since: dict[int, int] = {}  # link -> pause start of its recorded episode
         self.fast = cfg.fast_path
         self.ecn_deq = cfg.ecn_mark_at == "dequeue"
         self.ack_qp = cfg.ack_class == "qp"
@@ -376,6 +382,7 @@ class PacketSim(RcTransport):
         lk = pkt.inl
         size = pkt.size
         node = self.L_dst[lk]
+        self.I_out_ps[lk] = t  # progress of this ingress (deadlock detection)
         used = self.S_used[node] - size
         self.S_used[node] = used
         self.I_bytes[lk] -= size
@@ -412,12 +419,48 @@ class PacketSim(RcTransport):
             if self.watchdog_ps is not None:
                 self.at(self.P_pause_since[lk] + self.watchdog_ps, self._watchdog, lk,
                         self.P_pause_since[lk])
+            if self.deadlock_ps is not None:
+                self.at(self.P_pause_since[lk] + self.deadlock_ps, self._deadlock_check, lk,
+                        self.P_pause_since[lk])
 
     def _pause_expire(self, t, lk, until):
         """The pause time of the last PAUSE ran out without refresh or RESUME."""
         if self.P_paused[lk] and self.P_pause_until[lk] == until:
             self.pause_expiries += 1
             self._unpause(t, lk)
+
+    def _deadlock_check(self, t, lk, since):
+        """Port *lk*, paused since *since*, may have stalled for ``deadlock_ps``: record a PFC
+        deadlock if a cycle of stalled ports runs through it (``telemetry.stalled_cycle``).
+        While the port stays paused the check comes back: when its ingress last moved plus
+        the window, or one window later."""
+        if not self.P_paused[lk] or self.P_pause_since[lk] != since:
+            return  # this pause ended: a new one schedules its own check
+        quiet = max(since, self.I_out_ps[lk])
+        if quiet + self.deadlock_ps > t:
+            self.at(quiet + self.deadlock_ps, self._deadlock_check, lk, since)
+            return
+        cycle = stalled_cycle(self, t, lk, self.deadlock_ps)
+        if cycle is None:
+            self.at(t + self.deadlock_ps, self._deadlock_check, lk, since)
+            return
+        self._record_deadlock(t, cycle)
+
+    def _record_deadlock(self, t, cycle):
+        """Count *cycle* once per episode: an episode lasts while every port of it that was
+        recorded stays paused without a break."""
+        since = self.P_pause_since
+        ongoing = any(self.deadlock_since.get(lid) == since[lid] for lid in cycle)
+        for lid in cycle:
+            self.deadlock_since[lid] = since[lid]
+        if ongoing:
+            return
+        names = getattr(self, "node_names", None)
+        stalled = max(max(since[lid], self.I_out_ps[lid]) for lid in cycle)
+        self.deadlocks.append({
+            "t_ns": t / 1000, "stalled_since_ns": stalled / 1000, "links": sorted(cycle),
+            "nodes": [names[self.L_src[lid]] if names is not None else self.L_src[lid]
+                      for lid in cycle]})
 
     def _watchdog(self, t, lk, since):
         """PFC watchdog: the port has been paused since *since* with data waiting: a storm."""

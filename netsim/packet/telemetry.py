@@ -1,7 +1,9 @@
 """Aggregated observability: sampled queues and flow progress, PFC deadlocks, HoL victims.
 
 Time series are sampled, not traced: memory is bounded (at most ``MAX_SAMPLES`` rows; when
-full, every other row is dropped and the period doubles).
+full, every other row is dropped and the period doubles). PFC deadlocks are not sampled: the
+engine checks a paused port when it could have stalled for ``PacketConfig.pfc_deadlock_ps``
+(:func:`stalled_cycle`), so their count does not depend on the sampling interval.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ class Sampler:
         self.t: list[int] = []
         self.qb: list[list[int]] = []
         self.dlv: list[list[int]] = []
-        self._prev_cycle: frozenset | None = None
         self._switch_port = (np.asarray(sim.L_nic) < 0).astype(np.int64)
         self._rate = np.asarray(sim.L_rate, dtype=np.int64)
 
@@ -31,10 +32,6 @@ class Sampler:
     def _tick(self, t, _a, _b) -> None:
         self._record(t)
         sim = self.sim
-        if len(sim.paused_set) >= 2:
-            self._check_deadlock(t)
-        else:
-            self._prev_cycle = None
         if sim.active_qps > 0:
             sim.at(t + self.interval, self._tick)
 
@@ -53,21 +50,6 @@ class Sampler:
 
     def final(self, t) -> None:
         self._record(t)
-
-    def _check_deadlock(self, t) -> None:
-        """A cycle of paused egress ports that all hold data, seen at two samples in a row."""
-        cycle = find_pause_cycle(self.sim)
-        if cycle is None:
-            self._prev_cycle = None
-            return
-        key = frozenset(cycle)
-        if key == self._prev_cycle and not any(key <= frozenset(d["links"]) for d in self.sim.deadlocks):
-            sim = self.sim
-            self.sim.deadlocks.append({"t_ns": t / 1000, "links": sorted(cycle),
-                                       "nodes": [sim.node_names[sim.L_src[lid]] for lid in cycle]
-                                       if hasattr(sim, "node_names") else
-                                       [sim.L_src[lid] for lid in cycle]})
-        self._prev_cycle = key
 
     def arrays(self):
         return (np.asarray(self.t, dtype=np.float64) / 1000,
@@ -92,6 +74,34 @@ def find_pause_cycle(sim) -> list[int] | None:
     except nx.NetworkXNoCycle:
         return None
     return [g.edges[u, v]["link"] for u, v in edges]
+
+
+def stalled_cycle(sim, t: int, lk: int, window_ps: int) -> list[int] | None:
+    """Links of a cycle through *lk* of stalled egress ports at *t*, or None.
+
+    A port is stalled when it is paused, holds data, has been paused without a break for
+    ``window_ps`` and no packet has left the ingress queue it feeds downstream for as long
+    (``sim.I_out_ps``): nothing in the cycle moved for the whole window, so it cannot be a
+    transient cycle of pauses that drain elsewhere, but a PFC deadlock. The cycle is *lk*
+    followed by a shortest path of stalled ports back to its source.
+    """
+    since, out, cutoff = sim.P_pause_since, sim.I_out_ps, t - window_ps
+
+    def stalled(lid: int) -> bool:
+        return bool(sim.P_data[lid]) and 0 <= since[lid] <= cutoff and out[lid] <= cutoff
+
+    if lk not in sim.paused_set or not stalled(lk):
+        return None
+    g = nx.DiGraph()
+    for lid in sim.paused_set:
+        if stalled(lid):
+            g.add_edge(sim.L_src[lid], sim.L_dst[lid], link=lid)
+    u, v = sim.L_src[lk], sim.L_dst[lk]
+    try:
+        back = nx.shortest_path(g, v, u)
+    except nx.NetworkXNoPath:
+        return None
+    return [lk] + [g.edges[a, b]["link"] for a, b in zip(back, back[1:], strict=False)]
 
 
 def hol_victims(sim, flows, ports, cfg, fabric) -> list[dict]:

@@ -279,6 +279,54 @@ class FlowCommModel:
         return self._plans[key]
 
 
+#: Links a connection crosses whatever its QP number and ECMP hash (``topologies.builders``
+#: gives a GPU one link to its server's one NVSwitch and one PCIe hop to its NIC, a NIC one
+#: cable to its ToR, ``Fabric.wiring.nic_up_link``), both ways.
+FIXED_KINDS = ("nvlink", "pcie", "host")
+
+
+class UncontendedFlowCommModel(FlowCommModel):
+    """The flow model with contention removed: a lower bound of :class:`FlowCommModel`'s time
+    for every call, at any QP count, ECMP seed, sharing model or background traffic.
+
+    Every call is built exactly as the flow model builds it (same plan, commodities, bytes,
+    latencies; ``_build``) and priced alone on the links no QP count or ECMP choice changes
+    (``FIXED_KINDS``): per phase, the call's own bits on the busiest such link over its
+    payload capacity (``SharingModel.rates`` caps every link there), plus the phase's latency. The flow model runs each phase's commodities at
+    rates that fit every link's capacity (together with whatever else shares it), so a phase
+    cannot end before that link has carried the call's bits: this time is never above the
+    flow model's, call by call, hence not above ``predict``'s iteration (which only adds,
+    maxes and overlaps call times). On a fabric where nothing else loads those links and the
+    switches' links are no bottleneck, the two are equal.
+    """
+
+    drop_dominated = False  # keep every fixed link (a dominated one may be the tight one)
+
+    def _price(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        built = self._build(op, groups, sizes)
+        if built.alone_s_per_byte is None:
+            built.alone_s_per_byte = _alone_s_per_byte(
+                built, self.fabric, self.sharing.wire_efficiency)
+        return built.latency_s + sizes * built.alone_s_per_byte
+
+
+def _alone_s_per_byte(built: _Built, fabric, wire_efficiency: float) -> np.ndarray:
+    """Per call: the sum over its phases of the busiest fixed link's seconds per call byte, at
+    the payload capacity the sharing model gives a link (line rate x ``wire_efficiency``)."""
+    inc = built.inc
+    cap = built.capacity_bps * wire_efficiency
+    fixed = np.isin(np.asarray(fabric.link_kind).astype(str), FIXED_KINDS)
+    sel = fixed[inc.e_link]
+    flow, link = inc.e_flow[sel], inc.e_link[sel]
+    phase = built.phase[flow]
+    s_per_byte = built.bits_per_byte[flow] * inc.e_weight[sel] / cap[link]
+    key, where = np.unique(phase * np.int64(inc.num_links) + link, return_inverse=True)
+    load = np.bincount(where.ravel(), weights=s_per_byte)
+    busiest = np.zeros(len(built.phase_chain))
+    np.maximum.at(busiest, key // inc.num_links, load)
+    return np.bincount(built.phase_chain, weights=busiest, minlength=built.num_calls)
+
+
 _REF_BYTES = 1 << 30  # size the plans of linear ops are built at (bytes per byte are exact)
 
 
@@ -298,6 +346,7 @@ class _Built:
     phases_per_call: int
     latency_s: np.ndarray
     rate: np.ndarray | None = None
+    alone_s_per_byte: np.ndarray | None = None
 
 
 @dataclass

@@ -88,6 +88,9 @@ def test_recommend_gpt3_on_megascale(tmp_path, capsys, dp) -> None:
     assert placement_row["effect"] in report
     if dp == 16:   # an empty fabric: the scheduler's order is already ToR-aligned
         assert placement_row["effect"].startswith("topo gives no gain over linear")
+        # and the table, the file and the text agree: the scheduler's order is kept
+        assert placement_row["recommended"] == placement_row["default"]
+        assert json.loads((out / "placement.json").read_text())["strategy"] == "linear"
 
 
 def _doc_excerpts(doc: str) -> dict[str, list[str]]:

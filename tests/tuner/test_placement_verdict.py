@@ -27,3 +27,16 @@ def test_aligned_order_says_why():
     text = verdict({"linear": _p("linear", 40, 10, 1.0), "topo": _p("topo", 40, 10, 1.0)})
     assert text.startswith("topo gives no gain over linear: the scheduler's order is already "
                            "ToR-aligned")
+
+
+def test_verdict_and_choice_agree():
+    # topo_gains (what netsim recommend applies) is false exactly where the verdict says
+    # "no gain"; a gain within the tie is no gain
+    from tuner.placement import topo_gains
+
+    same = {"linear": _p("linear", 40, 10, 1.0), "topo": _p("topo", 40, 10, 1.0)}
+    fewer = {"linear": _p("linear", 40, 10, 1.0), "topo": _p("topo", 20, 0, 0.9995)}
+    faster = {"linear": _p("linear", 40, 10, 1.10), "topo": _p("topo", 20, 0, 1.0)}
+    for res in (same, fewer):
+        assert not topo_gains(res) and "no gain" in verdict(res)
+    assert topo_gains(faster) and "no gain" not in verdict(faster)

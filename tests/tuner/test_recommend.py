@@ -205,3 +205,27 @@ def test_a_setting_must_hold_under_both_readings_of_the_byte_counter() -> None:
     s = CcSetting(d, [], samples=[list(same), worse])
     judge(s, choice.default)
     assert not s.accepted
+
+
+def test_no_placement_gain_keeps_the_schedulers_order(small_clos, tmp_path) -> None:
+    # issue 26: the text said "topo gives no gain" while the table recommended topo. Two
+    # servers under one ToR set: the scheduler's order is already ToR-aligned, so topo gains
+    # nothing, and the row, placement.json and the placement the later steps use say linear
+    import json
+
+    from netsim.workload import JobSpec
+    from tuner.placement import place as place_job
+    from tuner.recommend import RecommendOptions, recommend, write_outputs
+
+    job = JobSpec(model="gpt3-1.3b", tp=8, pp=1, dp=2, global_batch=16)
+    rec = recommend(small_clos, job, RecommendOptions(budget=2, place_iterations=100))
+    row = next(s for s in rec.settings if s.name == "rank placement")
+    assert "topo gives no gain over linear" in row.effect
+    assert "recommended: linear, the scheduler's order" in row.effect
+    assert row.recommended == row.default == "linear (scheduler order)"
+    write_outputs(rec, tmp_path)
+    doc = json.loads((tmp_path / "placement.json").read_text())
+    assert doc["strategy"] == rec.placement_strategy == "linear"
+    linear = place_job(small_clos, job, "linear").gpu_of_rank
+    pos = {g: i for i, g in enumerate(small_clos.gpus)}
+    assert [pos[r["gpu"]] for r in sorted(rec.ranks, key=lambda r: r["rank"])] == linear.tolist()

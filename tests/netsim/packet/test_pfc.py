@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from netsim.packet import PacketConfig
 from netsim.packet.telemetry import find_pause_cycle
-from netsim.packet.testbeds import ClockwiseRouter, hol_layout, ring, star
+from netsim.packet.testbeds import ClockwiseRouter, dumbbell, hol_layout, ring, star
 from netsim.scenario.traffic import Flow
 from netsim.validation.invariants import check_conservation
 
@@ -108,3 +109,52 @@ def test_deadlock_is_classified_as_a_cycle_and_the_watchdog_breaks_it(run):
     freed = run(fab, flows, pfc_watchdog_ps=200_000_000, ib_timeout=6, **kw)
     assert freed.pfc_counters["watchdog_storms"] > 0
     assert freed.stuck == 0 and all(f.fct_ns is not None for f in freed.flows)
+
+
+def _crossing_incasts(run, sample_ps, **kw):
+    """Incasts both ways over one 400G trunk (``l1..3 -> r0`` and ``r1..3 -> l0``, plus pairs
+    ``l_i <-> r_i``): both trunk directions pause each other's ingress for a few us at a time,
+    a cycle of two paused ports that drains every time (issue 26: the old sampled detector
+    counted it at 1 us sampling and not at 5 us)."""
+    fab = dumbbell(4, 4, host_gbps=100, core_gbps=400, latency_ns=500)
+    flows = [Flow(f"l{i}", "r0", 1_000_000) for i in range(1, 4)]
+    flows += [Flow(f"r{i}", "l0", 1_000_000) for i in range(1, 4)]
+    flows += [Flow(f"l{i}", f"r{i}", 1_000_000) for i in range(1, 4)]
+    flows += [Flow(f"r{i}", f"l{i}", 1_000_000) for i in range(1, 4)]
+    return run(fab, flows, buffer_bytes=1_000_000, ecn=False, pfc_xoff_bytes=40_000,
+               sample_interval_ps=sample_ps, **kw)
+
+
+def test_transient_pause_cycle_is_not_a_deadlock_at_any_sampling(run):
+    for sample_ps in (1_000_000, 2_000_000, 5_000_000):
+        res = _crossing_incasts(run, sample_ps)
+        assert res.stuck == 0 and all(f.fct_ns is not None for f in res.flows)
+        assert res.deadlocks == [], sample_ps
+    # The cycle is there: a window shorter than its stalls (1 us) counts it.
+    short = _crossing_incasts(run, 5_000_000, pfc_deadlock_ps=1_000_000)
+    assert short.deadlocks and all(len(d["links"]) == 2 for d in short.deadlocks)
+
+
+def test_deadlock_count_does_not_depend_on_the_sampling_interval(run):
+    fab = ring(4, gbps_=100, latency_ns=500)
+    flows = [Flow(f"h{i}", f"h{(i + 3) % 4}", 2_000_000) for i in range(4)]
+    kw = dict(router=ClockwiseRouter(fab), pfc_xoff_bytes=40_000, buffer_bytes=4_000_000,
+              ecn=False, max_time_ps=1_000_000_000)
+    runs = {s: run(fab, flows, sample_interval_ps=s, **kw)
+            for s in (1_000_000, 2_000_000, 5_000_000)}
+    assert {len(r.deadlocks) for r in runs.values()} == {1}  # one episode, counted once
+    assert len({repr(r.deadlocks) for r in runs.values()}) == 1  # same time, same links
+    d = runs[1_000_000].deadlocks[0]
+    # counted when the cycle had stalled for the whole window, not at a sample
+    assert d["t_ns"] - d["stalled_since_ns"] == pytest.approx(PacketConfig().pfc_deadlock_ps / 1000)
+    assert len({repr(r.deadlocks) for r in _transients(run)}) == 1
+
+
+def _transients(run):
+    return [_crossing_incasts(run, s, pfc_deadlock_ps=500_000) for s in (1_000_000, 5_000_000)]
+
+
+def test_deadlock_window_is_validated():
+    with pytest.raises(ValueError, match="pfc_deadlock_ps"):
+        PacketConfig(pfc_deadlock_ps=0)
+    assert PacketConfig(pfc_deadlock_ps=None).pfc_deadlock_ps is None

@@ -119,3 +119,27 @@ def test_dropping_dominated_links_keeps_the_maxmin_allocation():
     assert len(pruned.e_link) == len(inc.e_link) - nf  # 5 links x 8 commodities
     assert not np.isin(pruned.e_link, np.arange(20, 25)).any()
     assert np.allclose(maxmin_rates(pruned, cap), maxmin_rates(inc, cap), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op,groups,sizes", _batches() + [
+    ("all_to_all", np.random.default_rng(3).permutation(64)[:32].reshape(2, 16), [4e8, 2e8])],
+    ids=lambda x: x if isinstance(x, str) else None)
+def test_uncontended_model_bounds_every_call_at_any_qp_count(tiny, op, groups, sizes):
+    """The no-contention model (the QP search's bound) is below the flow model call by call,
+    whatever the QP count, mode or ECMP seed: on this 7:1 fabric the calls contend."""
+    from netsim.collectives.nccl import NcclConfig
+    from netsim.workload.flowcomm import UncontendedFlowCommModel
+
+    loc = fabric_locality(tiny)
+    batch = CommBatch(op, "dp", groups, np.asarray(sizes, float))
+    bound = UncontendedFlowCommModel(tiny, A100).batch_s(batch, loc)
+    worst = 1.0
+    for qps in (1, 2, 4, 8):
+        nccl = NcclConfig(qps_per_connection=qps, alpha_nvlink_us=A100.intra_latency_s * 1e6,
+                          alpha_net_us=A100.net_latency_s * 1e6)
+        for mode in ("fluid", "steady"):
+            for seed in (0, 1):
+                t = FlowCommModel(tiny, A100, nccl=nccl, mode=mode, seed=seed).batch_s(batch, loc)
+                assert np.all(bound <= t * (1 + 1e-12)), (qps, mode, seed, bound, t)
+                worst = min(worst, float(np.min(bound / t)))
+    assert worst > 0.1  # not a vacuous bound
