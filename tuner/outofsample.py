@@ -36,6 +36,7 @@ class PairedCheck:
     held_out: Interval
     seeds: tuple[int, ...]
     held_out_seeds: tuple[int, ...]
+    versus: str = "iteration vs the default"
 
     @property
     def accepted(self) -> bool:
@@ -46,7 +47,7 @@ class PairedCheck:
         verdict = "kept" if self.accepted else (
             "refused: not shorter with confidence in sample" if not better(self.in_sample, ITERATION)
             else f"refused: held out, longer than the default by more than {ITERATION_MARGIN:.1%}")
-        return (f"{self.what} {verdict}; iteration vs the default, paired over seeds: in sample "
+        return (f"{self.what} {verdict}; {self.versus}, paired over seeds: in sample "
                 f"{_iv(self.in_sample)} ({len(self.seeds)} seeds), held out "
                 f"{_iv(self.held_out)} ({len(self.held_out_seeds)} other seeds)")
 
@@ -102,3 +103,38 @@ def check_placement(fabric, job, chosen, default, qps: int = 1, seed: int = 0,
                                           background=background)(gpus)
 
     return paired_check("topology-aware placement", on(default), on(chosen), seed, samples)
+
+
+def held_out_sizes(row: dict) -> tuple[int, ...]:
+    """Sizes inside a ``nccl_tuner.csv`` bucket other than the one searched: the geometric
+    middles of its lower and upper halves (an open last bucket: 2x and 4x the size)."""
+    size, lo, hi = int(row["size"]), max(1, int(row["min_bytes"])), int(row["max_bytes"])
+    upper = int((size * hi) ** 0.5) if hi < 1 << 39 else 4 * size
+    lower = int((size * lo) ** 0.5) if lo > 1 else size // 2
+    return tuple(sorted({lower, upper} - {size}))
+
+
+def check_collective_row(fabric, ranks, row: dict, qps: int = 1, seed: int = 0,
+                         samples: int = SAMPLES, baseline=("ring", "simple")) -> PairedCheck:
+    """A row's (algorithm, protocol) against *baseline* on the row's communicator, paired over
+    seeds: at the searched size in sample, at other sizes of its bucket held out."""
+    import numpy as np
+
+    from netsim.collectives import run_collective
+    from netsim.collectives.nccl import NcclConfig
+
+    base = NcclConfig().with_(qps_per_connection=qps)
+
+    def t(algo, proto, size, s):
+        cfg = base.with_(algo=algo, proto=proto)
+        return float(run_collective(fabric, "allreduce", list(ranks), size, cfg, seed=s).time_s)
+
+    def ratios(size, seeds):
+        return log_ratios([t(row["algo"], row["proto"], size, s) for s in seeds],
+                          [t(*baseline, size, s) for s in seeds])
+
+    ins, held = seeds_of(seed, samples)
+    held_r = np.concatenate([ratios(z, held) for z in held_out_sizes(row)])
+    return PairedCheck(f"{row['algo']}/{row['proto']} for {row['min_bytes']}-{row['max_bytes']} B",
+                       interval(ratios(int(row["size"]), ins)), interval(held_r), ins, held,
+                       f"time vs {'/'.join(baseline)} (held out: other sizes of the bucket)")

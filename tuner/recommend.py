@@ -116,6 +116,9 @@ class _Run:
     settings: list[Setting] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
+    #: the placement applied ("topo" or "linear") and topo's paired out-of-sample check
+    placement: str = "linear"
+    placement_check: dict | None = None
 
     def set_env(self, name: str, value, reason: str | None = None) -> None:
         self.env[name] = str(value)
@@ -139,7 +142,7 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
     """
     run = _Run(fabric, job, opts or RecommendOptions(), progress or (lambda *_: None))
     places, place_verdict = _step_placement(run)
-    topo = places["topo" if _topo_gains(places) else "linear"]  # the placement applied
+    topo = places[run.placement]  # the placement applied
     qp = _step_qps(run, topo)
     coll, rows = _step_collectives(run, topo.gpu_of_rank, qp.qps)
     cc, (nic_rp, nic_np, ecn) = _step_congestion_control(run, topo.gpu_of_rank, qp.qps)
@@ -151,7 +154,9 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         fabric.name, job.to_dict(), run.settings, run.env, run.why, rows, nic_rp, nic_np, ecn,
         ports, topo.ranks(fabric), t_def, t_rec,
         _summary(run, place_verdict, t_def, t_rec, cc, topo.gpu_of_rank), _notes(run.opts),
-        details=_details(run.opts, places, qp, coll, cc, rt), placement_strategy=topo.strategy)
+        details={**_details(run.opts, places, qp, coll, cc, rt),
+                 "placement_check": run.placement_check},
+        placement_strategy=topo.strategy)
 
 
 def _step_placement(run: _Run) -> tuple[dict, str]:
@@ -165,17 +170,33 @@ def _step_placement(run: _Run) -> tuple[dict, str]:
                                           search_iterations=opts.place_iterations,
                                           strategies=("topo", "linear"),
                                           background=opts.background)
-    kept = "" if _topo_gains(places) else "; recommended: linear, the scheduler's order"
+    run.placement = "topo" if _topo_gains(places) and _topo_holds(run, places) else "linear"
+    kept = "" if run.placement == "topo" else "; recommended: linear, the scheduler's order"
+    if run.placement_check:
+        kept += "; " + run.placement_check["reason"]
     verdict = placement.verdict(places) + kept + "; " + placement.load_context(
         fabric, job, places["linear"].gpu_of_rank, opts.background, opts.seed)
     run.settings.append(Setting(
         "rank placement", "placement", "linear (scheduler order)",
-        "topo (placement.json)" if _topo_gains(places) else "linear (scheduler order)",
+        "topo (placement.json)" if run.placement == "topo" else "linear (scheduler order)",
         "TP in a server, heaviest groups under one ToR set then one pod, DP on one rail, "
         "local search; kept the candidate with the best simulated iteration time "
         f"(ties within {placement.SCORE_RTOL:.1%}: fewest hop-weighted bytes), never one "
-        "predicted slower than the scheduler's order", verdict))
+        "predicted slower than the scheduler's order; applied only if shorter with 95% "
+        "confidence over 5 paired ECMP seeds and no longer held out", verdict))
     return places, verdict
+
+
+def _topo_holds(run: _Run, places: dict) -> bool:
+    """topo against the scheduler's order, paired over ECMP seeds in sample and held out."""
+    from tuner.outofsample import check_placement
+
+    opts = run.opts
+    check = check_placement(run.fabric, run.job, places["topo"].gpu_of_rank,
+                            places["linear"].gpu_of_rank, seed=opts.seed,
+                            calibration=opts.calibration, background=opts.background)
+    run.placement_check = check.as_dict()
+    return check.accepted
 
 
 def _topo_gains(places: dict) -> bool:
@@ -243,10 +264,12 @@ def _step_collectives(run: _Run, gpu_of_rank: np.ndarray, qps: int):
     coll = search.search_collectives(run.fabric, dp_group.tolist(), qps=qps,
                                      progress=lambda: run.say("collectives",
                                                               0.35 + 0.15 * next(done) / n_sizes))
+    kept = _confirm_rows(run, coll, dp_group.tolist(), qps)
     # channels -1: NCCL keeps its own channel count (the model has no per-channel term to
     # choose one); the suite's plugin touches nothing for -1 (tuner.tunerplugin)
     rows = [TunerRow("allreduce", r["min_bytes"], r["max_bytes"], r["algo"], r["proto"],
-                     -1, coll.n_nodes, coll.ranks) for r in coll.rows]
+                     -1, coll.n_nodes, coll.ranks) for r in kept]
+    left = len(coll.rows) - len(kept)
     big = coll.rows[-1]
     gains = ", ".join(f"{r['size'] >> 10} KiB {r['algo']}/{r['proto']} "
                       f"{r['default_time_s'] * 1e6:.0f}->{r['time_s'] * 1e6:.0f} us"
@@ -254,13 +277,30 @@ def _step_collectives(run: _Run, gpu_of_rank: np.ndarray, qps: int):
     run.settings.append(Setting("NCCL algorithm/protocol per size (nccl_tuner.csv)", "nccl",
                                 "NCCL's internal tuner", f"{len(rows)} rows",
                                 f"fastest of ring/tree x LL/LL128/Simple in the collective "
-                                f"model for the {coll.ranks}-rank DP all-reduce",
+                                f"model for the {coll.ranks}-rank DP all-reduce; a row is "
+                                f"written only if faster than ring/simple with 95% confidence "
+                                f"over 5 paired seeds and no slower at other sizes of its "
+                                f"bucket on 5 held-out seeds ({left} bucket(s) left to NCCL's "
+                                f"own tuner)",
                                 f"{gains}; largest bucket {big['algo']}/{big['proto']}"))
     run.set_env("NCCL_TUNER_CONFIG_FILE", "nccl_tuner.csv",
                 "read by the suite's tuner plugin (NCCL_TUNER_PLUGIN below); rows "
                 "name the DP communicator's nNodes/nRanks, every other collective and "
                 "communicator keeps NCCL's own choice")
     return coll, rows
+
+
+def _confirm_rows(run: _Run, coll, ranks: list, qps: int) -> list[dict]:
+    """The search's rows that hold out of sample; each row records its check."""
+    from tuner.outofsample import check_collective_row
+
+    kept = []
+    for r in coll.rows:
+        check = check_collective_row(run.fabric, ranks, r, qps=qps, seed=run.opts.seed)
+        r["check"] = check.as_dict()
+        if check.accepted:
+            kept.append(r)
+    return kept
 
 
 def _step_congestion_control(run: _Run, gpu_of_rank: np.ndarray, qps: int):

@@ -47,3 +47,26 @@ def test_check_qps_pairs_the_flow_engines_own_predictions(small_clos, small_job,
             for s in c.seeds]
     assert c.in_sample.n == 5 and c.in_sample.mean == pytest.approx(float(np.mean(logs)))
     assert c.in_sample.lo <= c.in_sample.mean <= c.in_sample.hi
+
+
+def test_held_out_sizes_stay_inside_the_bucket_and_off_the_searched_size() -> None:
+    from tuner.outofsample import held_out_sizes
+
+    row = {"size": 1 << 20, "min_bytes": 524288, "max_bytes": 2097151}
+    sizes = held_out_sizes(row)
+    assert len(sizes) == 2 and all(524288 <= z <= 2097151 and z != 1 << 20 for z in sizes)
+    last = {"size": 1 << 30, "min_bytes": 1 << 29, "max_bytes": 1 << 40}
+    assert max(held_out_sizes(last)) == 4 << 30
+
+
+def test_a_tuner_row_is_written_only_when_it_beats_ring_simple_out_of_sample(small_clos) -> None:
+    from tuner.outofsample import check_collective_row
+
+    ranks = list(range(0, len(small_clos.gpus), 8))
+    bucket = {"min_bytes": 0, "max_bytes": 131071, "size": 65536}
+    # LL on a small all-reduce: latency-bound, the protocol built for it wins everywhere
+    ll = check_collective_row(small_clos, ranks, {**bucket, "algo": "ring", "proto": "ll"})
+    assert ll.accepted and ll.in_sample.ratio_hi < 1 and ll.held_out.ratio_hi < 1
+    # a row that only restates the baseline is no evidence: NCCL's own tuner keeps the bucket
+    same = check_collective_row(small_clos, ranks, {**bucket, "algo": "ring", "proto": "simple"})
+    assert not same.accepted and "not shorter with confidence" in same.reason

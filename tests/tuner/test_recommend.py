@@ -229,3 +229,25 @@ def test_no_placement_gain_keeps_the_schedulers_order(small_clos, tmp_path) -> N
     linear = place_job(small_clos, job, "linear").gpu_of_rank
     pos = {g: i for i, g in enumerate(small_clos.gpus)}
     assert [pos[r["gpu"]] for r in sorted(rec.ranks, key=lambda r: r["rank"])] == linear.tolist()
+
+
+def test_topo_is_applied_only_with_a_passing_paired_check(small_clos, small_job, striped_free,
+                                                          monkeypatch) -> None:
+    # wherever topo is predicted faster on the search's seed, it is applied only if shorter
+    # than the scheduler's order with confidence over paired ECMP seeds and no longer held out
+    import tuner.placement
+    from tuner.outofsample import check_placement
+    from tuner.placement import compare_strategies
+    from tuner.recommend import RecommendOptions, recommend
+
+    monkeypatch.setattr(tuner.placement, "topo_gains", lambda places: True)
+    rec = recommend(small_clos, small_job, RecommendOptions(budget=1, free_servers=striped_free,
+                                                            place_iterations=500))
+    check = rec.details["placement_check"]
+    places = compare_strategies(small_clos, small_job, striped_free, search_iterations=500,
+                                strategies=("topo", "linear"))
+    assert check == check_placement(small_clos, small_job, places["topo"].gpu_of_rank,
+                                    places["linear"].gpu_of_rank).as_dict()
+    assert rec.placement_strategy == ("topo" if check["accepted"] else "linear")
+    row = next(s for s in rec.settings if s.name == "rank placement")
+    assert check["reason"] in row.effect
