@@ -13,7 +13,9 @@ Strategies
     neighbouring stages share a pod; every DP group sits at the same local GPU index in each
     server, hence on one rail (MegaScale section 3.6; Megatron ``tp-dp-pp``,
     ../shared/reference/nccl-roce.md sections 1.2, 1.5 and 6.1). A local search of block swaps
-    then lowers the hop-weighted traffic cost.
+    then lowers the hop-weighted traffic cost. One candidate is restricted to the best-fit
+    servers (``tuner.bestfit``: the fullest ToR set or pod that holds the job), and ties
+    between candidates go to the one that leaves whole ToR sets and pods free for later jobs.
 
 The unit of placement is a *block* of ``min(tp, gpus_per_server)`` consecutive ranks (one TP
 group, or a server's share of it); a *slot* is the same number of consecutive GPUs in a free
@@ -412,8 +414,9 @@ def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = 
     score
         Optional ``score(gpu_of_rank) -> float`` (e.g. the simulated iteration time); ``topo``
         keeps the candidate with the lowest score, scores within ``SCORE_RTOL`` of the lowest
-        counting as ties that the lowest hop cost decides. Candidates: the packed layout and
-        the scheduler's order, each refined by the hop-cost local search.
+        counting as ties decided by the free servers each leaves packed (whole pods and ToR
+        sets kept free, ``tuner.bestfit.packing_key``), then by the lowest hop cost.
+        Candidates: ``_topo_candidates``.
 
     Returns
     -------
