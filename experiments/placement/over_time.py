@@ -11,9 +11,11 @@ the fabric's GPU-seconds) on the 2,048-GPU CLOS with 2:1 ToRs (``experiments.pla
 state; the question here is whether the states it leaves keep it so over a replay.
 
 Seeds 11-20 were the design seeds of topo's best fit (issue 26); seeds 1-10 are held out:
-the CSV's ``seeds`` column says which. ``--render README`` rewrites the README's table
-between its ``over-time`` markers from ``over_time.csv``; ``over_time.png`` plots topo's mean
-slowdown minus linear's per seed and load.
+the CSV's ``seeds`` column says which. ``--render README`` rewrites the README's tables
+between its ``over-time`` markers from ``over_time.csv`` (and between its
+``over-time-before`` markers from ``over_time.csv`` of the code before best fit, saved as
+``over_time_before.csv``); ``over_time.png`` plots topo's mean slowdown minus linear's per
+seed and load.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 POLICIES = ("linear", "topo")
 DESIGN_SEEDS = range(11, 21)
 BEGIN, END = "<!-- over-time:begin -->", "<!-- over-time:end -->"
+BEFORE = ("<!-- over-time-before:begin -->", "<!-- over-time-before:end -->")
 
 
 def fabric():
@@ -118,18 +121,28 @@ def seed_table(rows: list[dict], seeds: str = "held-out") -> str:
     return "\n".join(lines)
 
 
-def render(readme: Path, rows: list[dict]) -> None:
-    """Rewrite the README's text between the over-time markers with the tables."""
-    text = readme.read_text()
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"{readme}: no {BEGIN} ... {END} markers")
-    cpu = sum(float(r["cpu_s"]) for r in rows if r["policy"] == "topo")
-    n = sum(1 for r in rows if r["policy"] == "topo")
-    body = (f"{summary_table(rows)}\n\nHeld-out seeds, mean slowdown per replay "
-            f"(linear / topo):\n\n{seed_table(rows)}\n\ntopo's CPU time per replay: "
-            f"{cpu / max(n, 1):.1f} s on average over {n} replays.")
-    head, rest = text.split(BEGIN, 1)
-    readme.write_text(f"{head}{BEGIN}\n{body}\n{END}{rest.split(END, 1)[1]}")
+def _between(text: str, begin: str, end: str, body: str, where: Path) -> str:
+    if begin not in text or end not in text:
+        raise ValueError(f"{where}: no {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    return f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}"
+
+
+def _body(rows: list[dict]) -> str:
+    cpu = {k: [float(r["cpu_s"]) for r in rows if r["policy"] == k] for k in POLICIES}
+    return (f"{summary_table(rows)}\n\nHeld-out seeds, mean slowdown per replay "
+            f"(linear / topo):\n\n{seed_table(rows)}\n\nCPU time per replay (one policy, "
+            f"alone-fabric predictions included), mean over {len(cpu['topo'])} replays: "
+            + ", ".join(f"{k} {np.mean(v):.1f} s" for k, v in cpu.items()) + ".")
+
+
+def render(readme: Path, rows: list[dict], before: list[dict] | None = None) -> None:
+    """Rewrite the README's text between the over-time markers with the tables (and between
+    the over-time-before markers with ``before``'s, when given)."""
+    text = _between(readme.read_text(), BEGIN, END, _body(rows), readme)
+    if before:
+        text = _between(text, *BEFORE, _body(before), readme)
+    readme.write_text(text)
 
 
 def figure(rows: list[dict], path: Path) -> Path:
@@ -180,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     csv_path = args.out / "over_time.csv"
     if args.render is not None:
-        render(args.render, read_csv(csv_path))
-        print(f"rendered {args.render} from {csv_path}")
+        old = args.out / "over_time_before.csv"
+        render(args.render, read_csv(csv_path), read_csv(old) if old.exists() else None)
+        print(f"rendered {args.render} from {csv_path}" + (f" and {old}" if old.exists() else ""))
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     f, rows = fabric(), []
