@@ -2,9 +2,11 @@
 
 Every job is a 3D-parallel GPT job on whole servers. At its start the policy places it on the
 servers free at that moment (``tuner.placement``: ``linear`` takes them in the scheduler's
-order, ``random`` shuffles them, ``topo`` packs the job's groups, steers clear of the
-uplinks the running jobs keep busy, and ranks its candidates by the shared prediction below,
-never keeping one predicted slower than the scheduler's order). Its iteration time is then
+order, ``random`` shuffles them, ``topo`` packs the job's groups in the fullest ToR set or pod
+that holds them (best fit, ``tuner.bestfit``), steers clear of the uplinks the running jobs
+keep busy, and ranks its candidates by the shared prediction below, never keeping one
+predicted slower than the scheduler's order, ties going to the candidate that keeps whole ToR
+sets and pods free). Its iteration time is then
 predicted with the running jobs as background (``tuner.background.predict_shared``: their
 traffic shares every flow-engine run), and its slowdown is that time over the same job alone on an idle fabric in
 the scheduler's order (servers 0, 1, ...). A job's work is a number of iterations (its

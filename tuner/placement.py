@@ -13,7 +13,9 @@ Strategies
     neighbouring stages share a pod; every DP group sits at the same local GPU index in each
     server, hence on one rail (MegaScale section 3.6; Megatron ``tp-dp-pp``,
     ../shared/reference/nccl-roce.md sections 1.2, 1.5 and 6.1). A local search of block swaps
-    then lowers the hop-weighted traffic cost.
+    then lowers the hop-weighted traffic cost. One candidate is restricted to the best-fit
+    servers (``tuner.bestfit``: the fullest ToR set or pod that holds the job), and ties
+    between candidates go to the one that leaves whole ToR sets and pods free for later jobs.
 
 The unit of placement is a *block* of ``min(tp, gpus_per_server)`` consecutive ranks (one TP
 group, or a server's share of it); a *slot* is the same number of consecutive GPUs in a free
@@ -27,6 +29,8 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
+
+from tuner.bestfit import ServerDomains, best_fit_servers, packing_key
 
 STRATEGIES = ("topo", "linear", "random")
 HOPS_TOR, HOPS_POD, HOPS_CORE = 2, 4, 6
@@ -67,15 +71,20 @@ class GpuLocality:
 
     def hops(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """Hop weight between GPUs ``a`` and ``b`` (element-wise), plus ``HOPS_BUSY`` x the
-        utilisation of every busy ToR / pod uplink set the bytes leave or enter by."""
+        utilisation of every busy ToR / pod uplink set the bytes leave or enter by. Bytes
+        between GPUs of one server go over NVLink: no hop, and no uplink however busy (the
+        GPUs' NICs sit on different ToRs, one per rail, but these bytes never reach them)."""
         ta, tb = self.tor[a], self.tor[b]
         pa, pb = self.pod[a], self.pod[b]
-        h = np.where(self.server[a] == self.server[b], 0,
+        net = self.server[a] != self.server[b]
+        h = np.where(~net, 0,
                      np.where(ta == tb, HOPS_TOR, np.where(pa == pb, HOPS_POD, HOPS_CORE)))
         if self.tor_busy is None:
             return h
-        h = h + np.where(ta != tb, HOPS_BUSY * (self.tor_busy[ta] + self.tor_busy[tb]), 0.0)
-        return h + np.where(pa != pb, HOPS_BUSY * (self.pod_busy[pa] + self.pod_busy[pb]), 0.0)
+        h = h + np.where(net & (ta != tb), HOPS_BUSY * (self.tor_busy[ta] + self.tor_busy[tb]),
+                         0.0)
+        return h + np.where(net & (pa != pb),
+                            HOPS_BUSY * (self.pod_busy[pa] + self.pod_busy[pb]), 0.0)
 
     def server_busy(self, servers: list[int]) -> np.ndarray:
         """Mean utilisation of the ToR uplinks of each server's NICs (0 without background)."""
@@ -405,8 +414,9 @@ def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = 
     score
         Optional ``score(gpu_of_rank) -> float`` (e.g. the simulated iteration time); ``topo``
         keeps the candidate with the lowest score, scores within ``SCORE_RTOL`` of the lowest
-        counting as ties that the lowest hop cost decides. Candidates: the packed layout and
-        the scheduler's order, each refined by the hop-cost local search.
+        counting as ties decided by the free servers each leaves packed (whole pods and ToR
+        sets kept free, ``tuner.bestfit.packing_key``), then by the lowest hop cost.
+        Candidates: ``_topo_candidates``.
 
     Returns
     -------
@@ -430,7 +440,7 @@ def place(fabric, job, strategy: str = "topo", free_servers: list[int] | None = 
         sob = _random_slots(lay, rng)
     else:
         cands = _topo_candidates(job, lay, loc, traffic, free, rng, search_iterations)
-        return _choose(strategy, cands, traffic, loc, score)
+        return _choose(strategy, cands, traffic, loc, score, free)
     gpu_of_rank = lay.gpu_of_rank(sob)
     out = Placement(strategy, gpu_of_rank, **measure(gpu_of_rank, traffic, loc))
     if score:
@@ -442,26 +452,36 @@ def _topo_candidates(job, lay: _Layout, loc: GpuLocality, traffic: TrafficEdges,
                      free: list[int], rng: np.random.Generator,
                      iterations: int) -> dict[str, np.ndarray]:
     """The default (scheduler order) as is, and packed / scheduler-order layouts refined by the
-    hop-cost search; with background load, also the packing of the quietest servers first."""
+    hop-cost search; the best-fit servers (``tuner.bestfit``: the fullest ToR set or pod that
+    holds the job) in the scheduler's order and packed and refined; with background load,
+    also the packing of the quietest servers first."""
+    per = loc.gpus_per_server // lay.unit
+    fit = best_fit_servers(free, -(-lay.n_blocks // per), ServerDomains.from_locality(loc))
+    lay_b = _layout(job, traffic, fit, loc.gpus_per_server)
     starts = {"packed": (lay, _topo_initial(job, lay, loc, traffic)),
-              "scheduler-order+search": (lay, np.arange(lay.n_blocks))}
+              "scheduler-order+search": (lay, np.arange(lay.n_blocks)),
+              "best-fit": (lay_b, _topo_initial(job, lay_b, loc, traffic))}
     if loc.tor_busy is not None and loc.tor_busy.any():
         quiet = [free[i] for i in np.argsort(loc.server_busy(free), kind="stable")]
         lay_q = _layout(job, traffic, quiet, loc.gpus_per_server)
         starts["quiet-first"] = (lay_q, _topo_initial(job, lay_q, loc, traffic))
         starts["spread-quiet"] = (lay_q, _topo_initial(job, lay_q, loc, traffic, spread=True))
-    cands = {"scheduler-order": lay.gpu_of_rank(np.arange(lay.n_blocks))}
+    cands = {"scheduler-order": lay.gpu_of_rank(np.arange(lay.n_blocks)),
+             "best-fit-order": lay_b.gpu_of_rank(np.arange(lay_b.n_blocks))}
     for name, (ly, sob) in starts.items():
         cands[name] = ly.gpu_of_rank(local_search(ly, loc, sob, rng, iterations))
     return cands
 
 
 def _choose(strategy: str, cands: dict[str, np.ndarray], traffic: TrafficEdges,
-            loc: GpuLocality, score) -> Placement:
+            loc: GpuLocality, score, free: list[int]) -> Placement:
     """The candidate to recommend: never predicted slower than the default (the scheduler's
     order, ``cands["scheduler-order"]``); among those, the fastest, with scores within
-    ``SCORE_RTOL`` of it tied and decided by the lowest hop cost."""
+    ``SCORE_RTOL`` of it tied and decided by the free servers each leaves packed
+    (``tuner.bestfit.packing_key``: whole pods and ToR sets kept free for later jobs), then by
+    the lowest hop cost."""
     metrics = {k: measure(g, traffic, loc) for k, g in cands.items()}
+    packing = _packing(cands, loc, free)
     seen: dict[bytes, float] = {}
     scores = {}
     for k, g in cands.items():
@@ -472,13 +492,27 @@ def _choose(strategy: str, cands: dict[str, np.ndarray], traffic: TrafficEdges,
     default = scores["scheduler-order"]
     allowed = [k for k in cands if scores[k] <= default]
     floor = min(scores[k] for k in allowed)
-    best = min(allowed, key=lambda k: (scores[k] > floor * (1 + SCORE_RTOL),
+    best = min(allowed, key=lambda k: (scores[k] > floor * (1 + SCORE_RTOL), packing[k],
                                        metrics[k]["hop_cost"], scores[k]))
     out = Placement(strategy, cands[best], **metrics[best])
     out.extra = {"candidate": best, "candidates": {k: {**metrics[k], "score": scores[k]}
                                                    for k in cands}}
     if score:
         out.iteration_s = scores[best]
+    return out
+
+
+def _packing(cands: dict[str, np.ndarray], loc: GpuLocality,
+             free: list[int]) -> dict[str, tuple]:
+    """``packing_key`` of the free servers each candidate leaves."""
+    dom = ServerDomains.from_locality(loc)
+    before = np.zeros(dom.tor_set.size, bool)
+    before[free] = True
+    out = {}
+    for k, g in cands.items():
+        after = before.copy()
+        after[np.unique(loc.server[g])] = False
+        out[k] = packing_key(after, dom)
     return out
 
 

@@ -99,11 +99,48 @@ _SEEDS = [pytest.param(s, marks=pytest.mark.slow) if s < 2 else s for s in range
 @pytest.mark.parametrize("seed", _SEEDS)
 @pytest.mark.parametrize("fabric", ["small_clos", "small_clos_2to1"])
 def test_topo_never_worse_than_linear(fabric, seed, request):
-    """The replay's topo ranks its candidates by the shared prediction it is judged by and
-    keeps none predicted slower than the scheduler's order, so over a replay its mean
-    slowdown is no worse than linear's (1:1 and 2:1, several seeds)."""
+    """Each topo decision keeps none predicted slower than the scheduler's order on the
+    state it sees; the states of two replays diverge, so that alone does not bound a whole
+    replay. Measured here on small fabrics (1:1 and 2:1, 20 jobs, several seeds): topo's
+    mean slowdown no worse than linear's, with best fit keeping whole ToR sets free."""
     f = request.getfixturevalue(fabric)
     jobs = generate_jobs(20, len(f.gpus), seed=seed)
     res = simulate(f, jobs, ("linear", "topo"), seed=seed, search_iterations=100)
     m = {k: v.to_json()["mean_slowdown"] for k, v in res.items()}
     assert m["topo"] <= m["linear"], m
+
+
+@pytest.fixture(scope="module")
+def clos_2048_2to1():
+    """Issue 26's fabric: kind clos3, 256 servers, switch_radix 48, tor_down_up [2, 1]."""
+    from topologies import Clos3Spec, clos3
+
+    return clos3(Clos3Spec(name="clos3", servers=256, switch_radix=48, tor_down_up=(2, 1)))
+
+
+def _mean_slowdowns(fabric, seed: int, jobs: int = 30, load: float = 0.9):
+    res = simulate(fabric, generate_jobs(jobs, len(fabric.gpus), seed, load),
+                   ("linear", "topo"), seed=seed)
+    return res, {k: v.to_json()["mean_slowdown"] for k, v in res.items()}
+
+
+def test_issue_26_topo_keeps_a_whole_set_for_the_later_job(clos_2048_2to1):
+    """Issue 26's reproduction (30 jobs, seed 3): topo used to break a whole ToR set for
+    small jobs (a spread layout predicted no faster), a 512-GPU job then straddled sets and
+    a 256-GPU job ran 1.3586x slower than alone (mean 1.0124 against linear's 1.0005).
+    Best fit keeps the set whole: every topo job as fast as alone."""
+    res, m = _mean_slowdowns(clos_2048_2to1, 3)
+    assert m["topo"] <= m["linear"], m
+    j24 = next(j for j in res["topo"].jobs if j.name == "j24")
+    assert j24.gpus == 256 and j24.slowdown <= 1 + 1e-9
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, 11))
+def test_topo_no_worse_than_linear_over_replays_2to1(clos_2048_2to1, seed):
+    """Issue 26's acceptance: replays of seeds 1-10 (30 jobs, load 0.9) on the 2,048-GPU
+    2:1 fabric, topo's mean slowdown no worse than linear's in every seed (float noise
+    only). Seeds 1-10 were held out: best fit was designed on seeds 11-20
+    (``experiments/placement/over_time.py``)."""
+    _, m = _mean_slowdowns(clos_2048_2to1, seed)
+    assert m["topo"] <= m["linear"] + 1e-12, m
