@@ -1,9 +1,11 @@
-"""What the studies write: CSV tables of row dicts and saved matplotlib figures."""
+"""What the studies write: CSV tables of row dicts, rows printed, saved matplotlib figures."""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -13,6 +15,16 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+
+
+def print_rows(rows: list[dict], as_json: bool, line: Callable[[dict], str],
+               indent: int = 2) -> None:
+    """The rows as one JSON list (``indent``), or one ``line(row)`` each."""
+    if as_json:
+        print(json.dumps(rows, indent=indent))
+        return
+    for r in rows:
+        print(line(r))
 
 
 def finish_figure(fig, path: Path | None, dpi: int = 120):
