@@ -38,6 +38,23 @@ NVLINK_LATENCY_NS = 25.0
 NVLINK_GBPS = 2400.0
 PCIE_GBPS = 252.0
 PCIE_LATENCY_NS = 250.0
+# Cable length per tier, for the PFC headroom of the switch files (``netsim recommend``), not
+# for timing (the link latencies above are mostly switch latency): SONiC's defaults per
+# neighbour role, sonic-buildimage files/build_templates/buffers_config.j2 ``ports2cable``
+# (commit 086b03bd70f9): ToR to server 5 m, leaf to ToR 40 m, spine to leaf 300 m.
+HOST_CABLE_M = 5.0
+TOR_AGG_CABLE_M = 40.0
+AGG_CORE_CABLE_M = 300.0
+#: The longest cable a fabric file may state: 10 km, beyond any data-centre link.
+MAX_CABLE_M = 10_000.0
+
+
+def _check_cables(spec: object, names: tuple[str, ...]) -> None:
+    for f in names:
+        val = getattr(spec, f)
+        _need(isinstance(val, (int, float, np.number)) and not isinstance(val, bool)
+              and 0 < val <= MAX_CABLE_M,
+              f"{f} must be a cable length in metres, > 0 and <= {MAX_CABLE_M:g}, got {val!r}")
 
 
 def _need(cond: bool, msg: str) -> None:
@@ -90,9 +107,19 @@ class Clos3Spec:
     nvlink_latency_ns: float = NVLINK_LATENCY_NS
     pcie_gbps: float = PCIE_GBPS
     pcie_latency_ns: float = PCIE_LATENCY_NS
+    host_cable_m: float = HOST_CABLE_M
+    tor_agg_cable_m: float = TOR_AGG_CABLE_M
+    agg_core_cable_m: float = AGG_CORE_CABLE_M
+
+    def cable_m(self) -> dict[str, float]:
+        """Cable length per link kind (PFC headroom); validated."""
+        _check_cables(self, ("host_cable_m", "tor_agg_cable_m", "agg_core_cable_m"))
+        return {"host": float(self.host_cable_m), "tor-agg": float(self.tor_agg_cable_m),
+                "agg-core": float(self.agg_core_cable_m)}
 
     def derive(self) -> dict[str, int]:
         """Validate and return the derived counts (ports per tier, ToRs, pods, planes, ...)."""
+        self.cable_m()
         _check_positive(self, ("servers", "gpus_per_server", "nics_per_server", "switch_radix",
                                "tor_downlink_split", "servers_per_tor_group"), integer=True)
         _check_positive(self, ("nic_speed_gbps", "port_speed_gbps", "nvlink_gbps", "pcie_gbps"),
@@ -155,6 +182,13 @@ class FatTreeSpec:
     link_latency_ns: float = NET_LINK_LATENCY_NS
     nvlink_gbps: float = NVLINK_GBPS
     pcie_gbps: float = PCIE_GBPS
+    host_cable_m: float = HOST_CABLE_M
+    tor_agg_cable_m: float = TOR_AGG_CABLE_M
+    agg_core_cable_m: float = AGG_CORE_CABLE_M
+
+    def cable_m(self) -> dict[str, float]:
+        """Cable length per link kind (PFC headroom); validated."""
+        return self.to_clos3().cable_m()
 
     def to_clos3(self) -> Clos3Spec:
         _check_positive(self, ("k", "gpus_per_server", "nics_per_server"), integer=True)
@@ -175,6 +209,8 @@ class FatTreeSpec:
             servers_per_tor_group=half, host_latency_ns=self.link_latency_ns,
             tor_agg_latency_ns=self.link_latency_ns, agg_core_latency_ns=self.link_latency_ns,
             nvlink_gbps=self.nvlink_gbps, pcie_gbps=self.pcie_gbps,
+            host_cable_m=self.host_cable_m, tor_agg_cable_m=self.tor_agg_cable_m,
+            agg_core_cable_m=self.agg_core_cable_m,
         )
 
 
@@ -195,8 +231,16 @@ class LeafSpineSpec:
     uplink_latency_ns: float = NET_LINK_LATENCY_NS
     nvlink_gbps: float = NVLINK_GBPS
     pcie_gbps: float = PCIE_GBPS
+    host_cable_m: float = HOST_CABLE_M
+    uplink_cable_m: float = TOR_AGG_CABLE_M
+
+    def cable_m(self) -> dict[str, float]:
+        """Cable length per link kind (PFC headroom); validated."""
+        _check_cables(self, ("host_cable_m", "uplink_cable_m"))
+        return {"host": float(self.host_cable_m), "tor-agg": float(self.uplink_cable_m)}
 
     def derive(self) -> dict[str, int]:
+        self.cable_m()
         _check_positive(self, ("leaves", "spines", "servers_per_leaf", "gpus_per_server",
                                "nics_per_server", "switch_radix"), integer=True)
         _check_positive(self, ("host_speed_gbps", "uplink_speed_gbps", "nvlink_gbps",

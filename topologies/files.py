@@ -22,7 +22,15 @@ import yaml
 
 from inputspec import InputError, check_memory, from_dict, read_data, to_dict
 from inputspec.core import Rule
-from topologies.builders import Clos3Spec, FatTreeSpec, LeafSpineSpec, clos3, fat_tree, leaf_spine
+from topologies.builders import (
+    MAX_CABLE_M,
+    Clos3Spec,
+    FatTreeSpec,
+    LeafSpineSpec,
+    clos3,
+    fat_tree,
+    leaf_spine,
+)
 from topologies.fabric import Fabric
 
 KINDS: dict[str, type] = {"clos3": Clos3Spec, "fat_tree": FatTreeSpec, "leaf_spine": LeafSpineSpec}
@@ -109,7 +117,8 @@ def _rules(cls: type) -> dict[str, Rule]:
     """Bounds of every field, from its name and type (the spec dataclasses are the schema).
 
     Counts are >= 1; ``switch_radix``/``k`` and ratio parts at most 4,096 (no switch ASIC has
-    more ports); speeds > 0 and at most 10^6 Gb/s; latencies 0 to 1 s (10^9 ns).
+    more ports); speeds > 0 and at most 10^6 Gb/s; latencies 0 to 1 s (10^9 ns); cable
+    lengths > 0 and at most 10 km.
     """
     out: dict[str, Rule] = {}
     for f in dataclasses.fields(cls):
@@ -120,6 +129,8 @@ def _rules(cls: type) -> dict[str, Rule]:
             out[f.name] = Rule(gt=0, max=1e6)
         elif f.name.endswith("_ns"):
             out[f.name] = Rule(min=0, max=1e9)
+        elif f.name.endswith("_cable_m"):
+            out[f.name] = Rule(gt=0, max=MAX_CABLE_M)
         elif t.startswith("int"):
             out[f.name] = Rule(min=1)
     return out

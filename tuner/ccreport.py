@@ -8,7 +8,7 @@ search kept it / moved it, with the effect on every scenario of the job's traffi
 
 from __future__ import annotations
 
-from tuner import ccsearch
+from tuner import ccsearch, provenance
 from tuner.qos import CNP_DSCP, CNP_PRIO
 from tuner.render import Setting
 
@@ -30,33 +30,48 @@ def run(fabric, job, gpu_of_rank, qps: int, opts, progress=None) -> ccsearch.CcJ
         progress(len(scenarios))
     workers = opts.workers if opts.workers is not None else (0 if opts.scheduler is None else None)
     return ccsearch.search_job_cc(scenarios, found, budget=opts.budget, seed=opts.seed,
-                                  workers=workers, scheduler=opts.scheduler)
+                                  workers=workers, scheduler=opts.scheduler,
+                                  samples=opts.cc_samples)
 
 
 def effect_text(cc: ccsearch.CcJobChoice) -> str:
-    """One line per scenario: goodput, p99 FCT and PFC pause time, defaults -> choice."""
+    """One line per scenario: goodput, p99 FCT and PFC pause time, defaults -> choice, with
+    the paired ratio's 90% interval; then the held-out scenarios of the in-sample best."""
     if not cc.scenarios:
         return "no packet run needed: nothing queues on the RoCE class"
-    parts = []
-    for e in cc.effects():
-        parts.append(f"{e['scenario']}: goodput {e['goodput_default']:.3f} -> {e['goodput']:.3f}, "
-                     f"p99 FCT {e['p99_fct_us_default']:.1f} -> {e['p99_fct_us']:.1f} us, "
-                     f"PFC pause {e['pause_us_default']:.1f} -> {e['pause_us']:.1f} us")
+    if cc.candidate is None:
+        return "defaults on the job's scenarios: " + "; ".join(
+            f"{e['scenario']}: goodput {e['goodput_default']:.3f}, p99 FCT "
+            f"{e['p99_fct_us_default']:.1f} us, PFC pause {e['pause_us_default']:.1f} us"
+            for e in cc.effects())
+    who = "refused setting" if cc.refused else "choice"
+    parts = [f"in sample ({who}, {len(cc.seeds)} paired seeds): "
+             + "; ".join(_effect(e) for e in cc.candidate_effects())]
+    parts.append(f"held out ({who}, {len(cc.held_out_seeds)} other seeds): "
+                 + "; ".join(_effect(e) for e in cc.held_out_effects()))
     return "; ".join(parts)
+
+
+def _effect(e: dict) -> str:
+    return (f"{e['scenario']}: goodput {e['goodput_default']:.3f} -> {e['goodput']:.3f} "
+            f"(x{e['goodput_ratio']:.3f} [{e['goodput_ratio_lo']:.3f}, {e['goodput_ratio_hi']:.3f}]), "
+            f"p99 FCT {e['p99_fct_us_default']:.1f} -> {e['p99_fct_us']:.1f} us "
+            f"(x{e['p99_fct_ratio']:.3f} [{e['p99_fct_ratio_lo']:.3f}, {e['p99_fct_ratio_hi']:.3f}]), "
+            f"PFC pause {e['pause_us_default']:.1f} -> {e['pause_us']:.1f} us")
 
 
 def why_text(cc: ccsearch.CcJobChoice, key: str) -> str:
     """Why parameter *key* has its recommended value."""
     if not cc.scenarios:
-        return ("vendor default kept: the job has no congestion point (flow engine, steady "
+        return (f"{provenance.kept_label(key)}: the job has no congestion point (flow engine, steady "
                 "state, with the recommended QPs: " + "; ".join(cc.found) + "), so no queue "
                 "builds past ECN Kmin, DCQCN does not act and no setting changes the job "
                 "(start-up bursts are not modelled)")
     n = len(cc.evaluated) - 1
     if key in cc.changed:
         return f"moved by the search of {n} settings: {cc.status}"
-    return (f"vendor default kept: {cc.status}" if not cc.changed else
-            f"vendor default kept: the chosen setting moves only {', '.join(cc.changed)}")
+    return (f"{provenance.kept_label(key)}: {cc.status}" if not cc.changed else
+            f"{provenance.kept_label(key)}: the chosen setting moves only {', '.join(cc.changed)}")
 
 
 def settings_rows(cc: ccsearch.CcJobChoice, rows: list[Setting]) -> tuple[dict, dict, dict]:
@@ -94,9 +109,28 @@ def summary(cc: ccsearch.CcJobChoice) -> str:
 
 def details(cc: ccsearch.CcJobChoice) -> dict:
     """The JSON details of the CC search."""
-    return {"found": cc.found, "scenarios": [h.__dict__ for h in cc.scenarios],
+    import dataclasses
+
+    from tuner.acceptance import CONFIDENCE
+
+    return {"found": cc.found, "scenarios": [dataclasses.asdict(f) for f in cc.scenarios],
             "status": cc.status, "default": cc.default.params, "chosen": cc.best.params,
             "changed": {k: list(v) for k, v in cc.changed.items()}, "effects": cc.effects(),
-            "evaluated": [{"params": s.params, "accepted": s.accepted, "score": s.score}
-                          for s in cc.evaluated],
-            "accept_tolerance": ccsearch.ACCEPT_TOL, "tie_margin": ccsearch.TIE_MARGIN}
+            "held_out": [dataclasses.asdict(f) for f in cc.held_out],
+            "candidate_effects": cc.candidate_effects(),
+            "held_out_effects": cc.held_out_effects(),
+            "refused": [{"params": s.params, "verdict": s.verdict} for s in cc.refused],
+            "evaluated": [_evaluated(cc, s) for s in cc.evaluated],
+            "seeds": list(cc.seeds), "held_out_seeds": list(cc.held_out_seeds),
+            "confidence": CONFIDENCE,
+            "margins": {m.name: m.margin for m in ccsearch.METRICS},
+            "tie_margin": ccsearch.TIE_MARGIN}
+
+
+def _evaluated(cc: ccsearch.CcJobChoice, s: ccsearch.CcSetting) -> dict:
+    """One evaluated setting; those taken to all seeds carry their in-sample effects."""
+    seeds = len(s.samples[0]) if s.samples else 0
+    full = cc.scenarios and seeds == len(cc.seeds)
+    return {"params": s.params, "accepted": s.accepted, "better": s.better, "score": s.score,
+            "seeds": seeds, "verdict": s.verdict,
+            "effects": ccsearch.effects(s, cc.default, cc.scenarios) if full else []}

@@ -9,15 +9,27 @@ whose collectives offer no link more than its capacity has no congestion point: 
 builds on the RoCE class, ECN never marks and DCQCN never acts, so no setting can change what
 the job sees and the vendor defaults stand (the report says so and why).
 
-Search (:func:`search_job_cc`): the vendor defaults, then every parameter of :data:`GRID`
-moved alone to each of its values, then pairs of the two best single moves, up to a budget;
-every setting runs on every scenario through the sweep runner (:func:`sweeps.run_points`).
-A setting is *accepted* only if on every scenario it is no worse than the defaults: goodput at
-least ``1 - ACCEPT_TOL`` of theirs and p99 FCT at most ``1 + ACCEPT_TOL`` of theirs. Accepted
-settings are scored (lower is better) by the mean over scenarios of the p99 FCT ratio to the
-defaults plus ``PAUSE_WEIGHT`` x the mean PFC pause-time ratio. Among the accepted settings
-within ``TIE_MARGIN`` of the best score, the one closest to the defaults wins (the defaults
-themselves when they are within the margin). The effect is reported per scenario.
+Search (:func:`search_job_cc`), a statistical decision made out of sample:
+
+1. every parameter of :data:`GRID` moved alone to each of its values, up to a budget, runs on
+   the in-sample families (:mod:`tuner.ccfamily`: each congestion point at two degrees, three
+   flow sizes, starts at once or spread, both byte-counter readings) for
+   :data:`SCREEN_SAMPLES` seeds, paired with the defaults on the same draws; a setting worse
+   than a metric's margin on every one of those samples of a scenario is dropped there (a
+   clear loser); the two best survivors combined are tried too;
+2. the :data:`FINALISTS` best by score run to all :data:`tuner.ccfamily.SAMPLES` seeds;
+3. a finalist is *accepted* when it is no worse than the defaults on every scenario and
+   every metric of :data:`METRICS` (one-sided Student-t bound of the paired log ratio within
+   the metric's margin, :mod:`tuner.acceptance`), and a candidate when its score (mean paired
+   log ratio of p99 FCT plus ``PAUSE_WEIGHT`` x that of PFC pause time) is better than the
+   defaults' with the same confidence; the best candidate (ties within :data:`TIE_MARGIN`: the
+   closest to the defaults) is
+4. confirmed on the held-out families (other seeds, sizes, degrees, 8:1 and 4:1 incasts),
+   no worse on every one, or *refused*: then the defaults stand and the report says why.
+
+Where no setting is better with confidence, the defaults stand. Effects are reported per
+scenario, in sample and held out, as ratios to the defaults with 90% intervals (whose ends are
+the one-sided 95% bounds the tests use).
 
 Every scenario runs under both readings of ``rpg_byte_reset``'s unit
 (:data:`BYTE_COUNTER_READINGS`: 64 B, the engine's default, and bytes): the sources disagree
@@ -34,11 +46,24 @@ value ``nic_dcqcn.conf`` gets), ``rpg_ai_rate_mbps``, ``rpg_hai_rate_mbps``, ``d
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from tuner import ccfamily
+from tuner.acceptance import Metric, better, clearly_worse, interval, log_ratios, no_worse
+from tuner.ccrun import (  # noqa: F401  (re-exported: the search's unit of work)
+    BUFFER_PER_PORT_BYTES,
+    BYTE_COUNTER_READINGS,
+    CcOutcome,
+    HotSpot,
+    evaluate_cc,
+    mean_outcome,
+    run_once,
+    to_engine,
+    vendor_defaults,
+)
 
 #: Values each parameter is tried at (the defaults are the other value); integers where the
 #: ConnectX firmware takes integers, so what is evaluated is exactly what nic_dcqcn.conf gets.
@@ -53,157 +78,21 @@ GRID = {
     "rpg_hai_rate_mbps": (200,),
     "min_time_between_cnps_us": (2, 8),
 }
-#: Largest goodput loss / p99 FCT increase against the defaults, on any scenario, accepted.
-ACCEPT_TOL = 0.01
-#: Settings whose score is within this of the best are ties; the closest to the defaults wins.
-TIE_MARGIN = 0.01
-#: Weight of the PFC pause-time ratio in the score (the p99 FCT ratio has weight 1).
+#: Metrics a setting is judged on against the defaults, each with the loss tolerated
+#: (non-inferiority margin): goodput and p99 FCT 2%, PFC pause time 10% (+1 us on both sides,
+#: so that a scenario with no pause on either side is a tie).
+METRICS = (Metric("goodput", True, 0.02), Metric("p99_fct", False, 0.02),
+           Metric("pause", False, 0.10, offset=1e3))
+#: Weight of the PFC pause-time log ratio in the score (the p99 FCT log ratio has weight 1).
 PAUSE_WEIGHT = 0.1
-#: Readings of ``rpg_byte_reset``'s unit every setting is judged under (64 B units, the engine's
-#: default, and bytes, mstflint's sentence): the sources do not settle it
-#: (docs/congestion-control.md), so a setting is accepted only if it is no worse than the
-#: defaults under both. The advice then does not rest on the disputed semantics.
-BYTE_COUNTER_READINGS = (64, 1)
-#: Switch buffer of a scenario per port (assumption: a shallow shared buffer, about 1 MB per
-#: port of a 64-port switch; deep-buffer switches make PFC rarer).
-BUFFER_PER_PORT_BYTES = 1_000_000
-
-
-@dataclass(frozen=True)
-class HotSpot:
-    """A packet-level congestion scenario: ``senders`` flows onto one ``link_gbps`` cable."""
-
-    kind: str                 # "collision" or "incast"
-    senders: int
-    nic_gbps: float
-    link_gbps: float
-    flow_bytes: int
-    buffer_bytes: int
-    source: str               # what the flow engine found
-    #: unit of the DCQCN byte counter this scenario runs with (None: the engine's default,
-    #: ``DcqcnParams.rpg_byte_reset_unit_bytes``); see :data:`BYTE_COUNTER_READINGS`
-    byte_unit_bytes: int | None = None
-
-    def testbed(self):
-        from netsim.packet.testbeds import dumbbell, star
-
-        if self.kind == "incast":
-            return star(self.senders + 1, host_gbps=self.nic_gbps)
-        return dumbbell(self.senders, self.senders, host_gbps=self.nic_gbps,
-                        core_gbps=self.link_gbps)
-
-    def flows(self):
-        from netsim.scenario.traffic import Flow
-
-        if self.kind == "incast":
-            return [Flow(f"h{i}", f"h{self.senders}", self.flow_bytes) for i in range(self.senders)]
-        return [Flow(f"l{i}", f"r{i}", self.flow_bytes) for i in range(self.senders)]
-
-    @property
-    def bottleneck_gbps(self) -> float:
-        return self.nic_gbps if self.kind == "incast" else min(self.link_gbps,
-                                                                self.senders * self.nic_gbps)
-
-
-def hot_spot(fabric, job, gpu_of_rank, qps: int = 1, seed: int = 0,
-             flow_bytes: int = 1_000_000) -> HotSpot:
-    """The job's worst collision (most QPs on one oversubscribed fabric link), or an incast."""
-    from tuner.collision import collision_slowdown
-    from tuner.search import job_groups
-
-    best = None
-    for kind, groups in job_groups(job, gpu_of_rank).items():
-        sd = collision_slowdown(fabric, groups, qps=qps, seed=seed)
-        link = sd.hot_link
-        if link and (best is None or link["over"] > best[1]["over"]):
-            best = (kind, link)
-    nic_gbps = float(np.asarray(fabric.link_capacity_bps)[
-        np.asarray(fabric.wiring.nic_up_link)[0]]) / 1e9
-    if best and best[1]["over"] > 1.0:
-        kind, link = best
-        n = int(link["qps"])
-        return HotSpot("collision", n, nic_gbps, link["gbps"], flow_bytes,
-                       BUFFER_PER_PORT_BYTES * (n + 1),
-                       f"{kind.upper()} step: {n} QPs of {nic_gbps:g}G NICs share "
-                       f"{link['src']}->{link['dst']} ({link['gbps']:g}G, {link['kind']})")
-    return HotSpot("incast", 8, nic_gbps, nic_gbps, flow_bytes, BUFFER_PER_PORT_BYTES * 9,
-                   "no oversubscribed link in the job's collectives: 8-to-1 incast at the NIC")
-
-
-@dataclass(frozen=True)
-class CcOutcome:
-    """Packet-engine metrics of one parameter setting (means over seeds)."""
-
-    params: dict
-    goodput: float            # delivered bits / makespan / bottleneck rate
-    tail_fct_ns: float        # slowest flow's completion
-    pause_ns: float           # sum over ports of the time their egress was PFC-paused
-    pfc_pauses: float
-    ecn_marks: float
-    cnps: float
-    failed: bool = False
-    p99_fct_ns: float = 0.0   # 99th percentile of the flows' completion times
-
-
-def to_engine(params: dict) -> tuple[dict, dict]:
-    """Search point -> (PacketConfig overrides, DcqcnParams overrides)."""
-    from topologies.units import PS_PER_US
-
-    kmin = int(params["ecn_kmin_bytes"])
-    cfg = {"ecn_kmin_bytes": kmin, "ecn_kmax_bytes": int(kmin * params["ecn_kmax_ratio"]),
-           "ecn_pmax": float(params["ecn_pmax"]),
-           "cnp_interval_ps": int(round(params["min_time_between_cnps_us"] * PS_PER_US))}
-    cc = {"rpg_time_reset_us": float(params["rpg_time_reset_us"]),
-          "rpg_byte_reset": int(params["rpg_byte_reset"]),
-          "rpg_ai_rate_mbps": float(params["rpg_ai_rate_mbps"]),
-          "rpg_hai_rate_mbps": float(params["rpg_hai_rate_mbps"]),
-          "dce_tcp_g": int(params["dce_tcp_g"]),
-          "min_time_between_cnps_us": float(params["min_time_between_cnps_us"])}
-    return cfg, cc
-
-
-def vendor_defaults() -> dict:
-    """The search point of the vendor defaults (PacketConfig ECN, ConnectX DCQCN)."""
-    from netsim.cc.params import DcqcnParams
-    from netsim.packet import PacketConfig
-
-    c, d = PacketConfig(), DcqcnParams()
-    return {"ecn_kmin_bytes": c.ecn_kmin_bytes, "ecn_kmax_ratio": c.ecn_kmax_bytes / c.ecn_kmin_bytes,
-            "ecn_pmax": c.ecn_pmax, "rpg_time_reset_us": d.rpg_time_reset_us,
-            "rpg_byte_reset": d.rpg_byte_reset, "rpg_ai_rate_mbps": d.rpg_ai_rate_mbps,
-            "rpg_hai_rate_mbps": d.rpg_hai_rate_mbps,
-            "dce_tcp_g": d.dce_tcp_g,
-            "min_time_between_cnps_us": d.min_time_between_cnps_us}
-
-
-def evaluate_cc(hot: HotSpot, params: dict, seeds: tuple[int, ...] = (0, 1),
-                cc: str = "dcqcn") -> CcOutcome:
-    """Run the hot spot in the packet engine with ``params`` (top level: picklable)."""
-    from netsim.packet import PacketConfig, simulate_packets
-    from netsim.packet.testbeds import ShortestPathRouter
-
-    cfg_kw, cc_kw = to_engine(params)
-    if hot.byte_unit_bytes is not None:
-        cc_kw["rpg_byte_reset_unit_bytes"] = int(hot.byte_unit_bytes)
-    fab, flows = hot.testbed(), hot.flows()
-    total_bits = 8.0 * sum(f.size_bytes for f in flows)
-    rows = []
-    failed = False
-    for s in seeds:
-        cfg = PacketConfig(cc=cc, cc_params=cc_kw, buffer_bytes=hot.buffer_bytes, **cfg_kw)
-        r = simulate_packets(fab, flows, cfg, seed=s, router=ShortestPathRouter(fab, seed=s))
-        fct = [f.fct_ns for f in r.flows]
-        failed |= any(f.failed or f.fct_ns is None for f in r.flows)
-        makespan = max(x for x in fct if x is not None) if any(x is not None for x in fct) else math.inf
-        done = [x for x in fct if x is not None]
-        p99 = float(np.percentile(done, 99)) if len(done) == len(fct) else math.inf
-        rows.append((total_bits / makespan / hot.bottleneck_gbps, makespan,
-                     sum(p.paused_ns for p in r.ports), r.pfc_pauses, r.ecn_marks, r.cnps, p99))
-    m = np.mean(np.array(rows, dtype=float), axis=0)
-    return CcOutcome(dict(params), float(m[0]), float(m[1]), float(m[2]), float(m[3]),
-                     float(m[4]), float(m[5]), failed, float(m[6]))
-
-
+#: A change must make the score better than the defaults' (:func:`tuner.acceptance.better`).
+SCORE = Metric("score", False, 0.0)
+#: Settings whose mean score is within this of the best (log units) are ties; the closest to
+#: the defaults wins.
+TIE_MARGIN = 0.01
+#: Seeds every candidate first runs on; only the :data:`FINALISTS` best go on to all seeds.
+SCREEN_SAMPLES = 2
+FINALISTS = 3
 
 
 # ---------------------------------------------------------------- the job's scenarios
@@ -242,28 +131,97 @@ def job_scenarios(fabric, job, gpu_of_rank, qps: int = 1, seed: int = 0,
     return scenarios, found
 
 
-# ---------------------------------------------------------------- the search
+# ---------------------------------------------------------------- settings and their verdicts
 
 @dataclass
 class CcSetting:
-    """One candidate: its parameters and its outcome on every scenario."""
+    """One candidate: its parameters, its runs on every scenario and the verdict on it."""
 
     params: dict
-    outcomes: list[CcOutcome]
-    accepted: bool = False
-    score: float = math.inf
+    outcomes: list[CcOutcome]            # per scenario: the mean over its seeds
+    accepted: bool = False               # no worse than the defaults on every scenario/metric
+    score: float = math.inf              # mean paired log-ratio score against the defaults
+    samples: list[list[CcOutcome]] = field(default_factory=list)  # per scenario, per seed
+    better: bool = False                 # score better than the defaults' with confidence
+    verdict: str = ""
+
+
+_VALUE = {"goodput": lambda o: o.goodput, "p99_fct": lambda o: o.p99_fct_ns,
+          "pause": lambda o: o.pause_ns}
+
+
+def _setting(runs, params: dict, fams, seeds) -> CcSetting:
+    samples = [[runs.get(params, f, s) for s in seeds] for f in fams]
+    return CcSetting(dict(params), [mean_outcome(x) for x in samples], samples=samples)
+
+
+def ratios(s: CcSetting, d: CcSetting, metric: Metric) -> list[np.ndarray]:
+    """Per scenario, the paired log ratios of *metric* (setting over defaults, seed by seed)."""
+    get = _VALUE[metric.name]
+    return [log_ratios([get(o) for o in xs], [get(o) for o in ds], metric.offset)
+            for xs, ds in zip(s.samples, d.samples, strict=True)]
+
+
+def scores(s: CcSetting, d: CcSetting) -> np.ndarray:
+    """Per (scenario, seed): log p99 FCT ratio + ``PAUSE_WEIGHT`` x log pause ratio (lower better)."""
+    fct, pause = (np.concatenate(ratios(s, d, m)) for m in METRICS[1:])
+    return fct + PAUSE_WEIGHT * pause
+
+
+def judge(s: CcSetting, d: CcSetting) -> None:
+    """Set ``accepted`` (no worse everywhere), ``better`` and ``score`` against the defaults."""
+    s.accepted = all(no_worse(interval(x), m) for m in METRICS for x in ratios(s, d, m))
+    sc = scores(s, d)
+    s.score = float(np.mean(sc))
+    s.better = better(interval(sc), SCORE)
+
+
+def first_loss(s: CcSetting, d: CcSetting, fams) -> str:
+    """The scenario and metric where *s* is not shown no worse, worst mean first (empty: none)."""
+    losses = []
+    for m in METRICS:
+        for f, x in zip(fams, ratios(s, d, m), strict=True):
+            iv = interval(x)
+            if not no_worse(iv, m):
+                losses.append((-iv.mean if m.higher_is_better else iv.mean, m, f, iv))
+    if not losses:
+        return ""
+    _, m, f, iv = max(losses, key=lambda t: t[0])
+    return (f"{m.name} x{iv.ratio:.3f} [{iv.ratio_lo:.3f}, {iv.ratio_hi:.3f}] on {f.name} "
+            f"(margin {m.margin:.0%})")
+
+
+def effects(s: CcSetting, d: CcSetting, fams) -> list[dict]:
+    """Per scenario: means of defaults and setting, and each metric's ratio with its interval."""
+    out = []
+    per = {m.name: ratios(s, d, m) for m in METRICS}
+    for i, (f, o, od) in enumerate(zip(fams, s.outcomes, d.outcomes, strict=True)):
+        row = {"scenario": f.name, "goodput_default": od.goodput, "goodput": o.goodput,
+               "p99_fct_us_default": od.p99_fct_ns / 1e3, "p99_fct_us": o.p99_fct_ns / 1e3,
+               "pause_us_default": od.pause_ns / 1e3, "pause_us": o.pause_ns / 1e3,
+               "seeds": len(s.samples[i])}
+        for m in METRICS:
+            row |= interval(per[m.name][i]).as_dict(m.name)
+        out.append(row)
+    return out
 
 
 @dataclass
 class CcJobChoice:
-    """The search's result: scenarios, defaults, the choice and every evaluated setting."""
+    """The search's result: scenarios, defaults, the choice, every evaluated setting, refusals."""
 
-    scenarios: list[HotSpot]
+    scenarios: list              # in-sample families (tuner.ccfamily.Family)
     found: list[str]
     default: CcSetting
     best: CcSetting
     evaluated: list[CcSetting] = field(default_factory=list)
     status: str = ""
+    held_out: list = field(default_factory=list)       # held-out families
+    held_default: CcSetting | None = None
+    held_candidate: CcSetting | None = None            # the in-sample best, held out
+    refused: list[CcSetting] = field(default_factory=list)
+    seeds: tuple[int, ...] = ()
+    held_out_seeds: tuple[int, ...] = ()
 
     @property
     def changed(self) -> dict:
@@ -271,29 +229,26 @@ class CcJobChoice:
         d, b = self.default.params, self.best.params
         return {k: (d[k], b[k]) for k in d if b[k] != d[k]}
 
+    @property
+    def candidate(self) -> CcSetting | None:
+        """The in-sample best that went to the held-out check (chosen or refused), if any."""
+        return self.refused[0] if self.refused else (
+            None if self.best is self.default else self.best)
+
     def effects(self) -> list[dict]:
-        """Per scenario: goodput, p99 FCT and PFC pause time, defaults vs choice."""
-        out = []
-        for hot, d, b in zip(self.scenarios, self.default.outcomes, self.best.outcomes, strict=True):
-            out.append({"scenario": hot.source, "goodput_default": d.goodput, "goodput": b.goodput,
-                        "p99_fct_us_default": d.p99_fct_ns / 1e3, "p99_fct_us": b.p99_fct_ns / 1e3,
-                        "pause_us_default": d.pause_ns / 1e3, "pause_us": b.pause_ns / 1e3})
-        return out
+        """Per in-sample scenario: the choice against the defaults, with intervals."""
+        return effects(self.best, self.default, self.scenarios) if self.scenarios else []
 
+    def candidate_effects(self) -> list[dict]:
+        """Per in-sample scenario: the in-sample best (chosen or refused) against the defaults."""
+        c = self.candidate
+        return effects(c, self.default, self.scenarios) if c is not None else []
 
-def accepted(s: CcSetting, d: CcSetting, tol: float = ACCEPT_TOL) -> bool:
-    """No worse than the defaults on every scenario: goodput and p99 FCT within ``tol``."""
-    return all(not o.failed and o.goodput >= (1 - tol) * od.goodput
-               and o.p99_fct_ns <= (1 + tol) * od.p99_fct_ns
-               for o, od in zip(s.outcomes, d.outcomes, strict=True))
-
-
-def score(s: CcSetting, d: CcSetting) -> float:
-    """Lower is better: mean p99 FCT ratio + ``PAUSE_WEIGHT`` x mean pause-time ratio."""
-    fct = np.mean([o.p99_fct_ns / od.p99_fct_ns for o, od in zip(s.outcomes, d.outcomes, strict=True)])
-    pause = np.mean([(o.pause_ns + 1e3) / (od.pause_ns + 1e3)
-                     for o, od in zip(s.outcomes, d.outcomes, strict=True)])
-    return float(fct + PAUSE_WEIGHT * pause)
+    def held_out_effects(self) -> list[dict]:
+        """Per held-out scenario: the in-sample best (chosen or refused) against the defaults."""
+        if self.held_candidate is None:
+            return []
+        return effects(self.held_candidate, self.held_default, self.held_out)
 
 
 def distance(params: dict, d: dict) -> float:
@@ -312,120 +267,221 @@ def candidates(d: dict, budget: int) -> list[dict]:
     return out[:max(0, budget)]
 
 
-def _eval_point(scenarios: list[HotSpot], point: dict) -> dict:
-    """Sweep-runner function: one setting on one scenario (module level: picklable)."""
-    o = evaluate_cc(scenarios[point["scenario"]], point["params"], seeds=(point["seed"],))
-    return o.__dict__
+# ---------------------------------------------------------------- packet runs, shared
+
+def _key(params: dict) -> tuple:
+    return tuple(sorted((k, float(v)) for k, v in params.items()))
 
 
-def _evaluate(scenarios, settings: list[dict], seed: int, workers, scheduler) -> list[CcSetting]:
-    """Every setting on every scenario, fanned out through the sweep runner."""
-    points = [{"setting": i, "scenario": j, "params": p, "seed": seed}
-              for i, p in enumerate(settings) for j in range(len(scenarios))]
-    if not points:
-        return []
-    fn = functools.partial(_eval_point, scenarios)
-    try:
-        from sweeps import run_points
-    except ImportError:  # the sweep runner is not installed: evaluate in this process
-        outs = [fn(p) for p in points]
-    else:
-        res = run_points(fn, points, workers=workers, scheduler=scheduler, progress=False,
-                         desc="cc search")
+def _run_point(point: dict) -> dict:
+    """Sweep-runner function: one setting on one drawn scenario (module level: picklable)."""
+    return run_once(HotSpot(**point["hot"]), point["params"], point["seed"]).__dict__
+
+
+class _Runs:
+    """Packet runs by (setting, scenario, seed): each runs once, shared by every comparison.
+
+    A context manager: one Dask cluster (if any) serves every stage of the search."""
+
+    def __init__(self, workers, scheduler):
+        import contextlib
+
+        self.workers, self.scheduler, self.done = workers, scheduler, {}
+        self.client, self._stack = None, contextlib.ExitStack()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.close()
+
+    def get(self, params: dict, fam, seed: int) -> CcOutcome:
+        return self.done[(_key(params), fam, seed)]
+
+    def ensure(self, settings: list[dict], fams, seeds) -> None:
+        """Run what is not run yet of every setting x scenario x seed."""
+        todo = {(_key(p), f, s): (p, f, s) for p in settings for f in fams for s in seeds}
+        todo = [v for k, v in todo.items() if k not in self.done]
+        points = [{"params": dict(p), "hot": f.sample(s).__dict__, "seed": int(s)}
+                  for p, f, s in todo]
+        for (p, f, s), out in zip(todo, self._run(points), strict=True):
+            self.done[(_key(p), f, s)] = CcOutcome(**out)
+
+    def _run(self, points: list[dict]) -> list[dict]:
+        if not points:
+            return []
+        try:
+            from sweeps import run_points
+        except ImportError:  # the sweep runner is not installed: run in this process
+            return [_run_point(p) for p in points]
+        if self.client is None and (self.workers != 0 or self.scheduler is not None):
+            from sweeps.runner import dask_client
+
+            self.client = self._stack.enter_context(dask_client(self.workers, self.scheduler))
+        res = run_points(_run_point, points, workers=self.workers, scheduler=self.scheduler,
+                         progress=False, desc="cc search", client=self.client)
         bad = [r.error for r in res if r.status != "ok"]
         if bad:
             raise RuntimeError(f"CC search: {len(bad)} packet runs failed, first: {bad[0]}")
-        outs = [r.output for r in res]
-    by = {}
-    for p, o in zip(points, outs, strict=True):
-        by.setdefault(p["setting"], []).append(CcOutcome(**o))
-    return [CcSetting(dict(settings[i]), by[i]) for i in range(len(settings))]
+        return [r.output for r in res]
 
 
-def under_readings(scenarios: list[HotSpot], readings=BYTE_COUNTER_READINGS) -> list[HotSpot]:
-    """Each scenario once per reading of the byte counter's unit, labelled with it."""
-    import dataclasses
-
-    if not readings:
-        return list(scenarios)
-    return [dataclasses.replace(h, byte_unit_bytes=int(u),
-                                source=f"{h.source} [rpg_byte_reset in {int(u)} B units]")
-            for h in scenarios for u in readings]
-
+# ---------------------------------------------------------------- the search
 
 def search_job_cc(scenarios: list[HotSpot], found: list[str] | None = None, budget: int = 16,
                   seed: int = 0, workers: int | None = 0, scheduler: str | None = None,
-                  readings=BYTE_COUNTER_READINGS) -> CcJobChoice:
+                  readings=BYTE_COUNTER_READINGS, samples: int = ccfamily.SAMPLES) -> CcJobChoice:
     """Search DCQCN/ECN settings on the job's scenarios (see the module docstring).
 
     Parameters
     ----------
     scenarios
-        From :func:`job_scenarios`; empty means the job has no congestion point and the
-        defaults stand without a packet run.
+        The job's congestion points, from :func:`job_scenarios`; empty means the job has none
+        and the defaults stand without a packet run.
     found
         What the flow engine found per collective kind (reported).
     budget
-        Settings evaluated besides the defaults (each on every scenario).
+        Settings evaluated besides the defaults (single moves, then the best pair).
     seed
-        Seed of the packet runs.
+        First in-sample seed (seeds ``seed .. seed + samples - 1``); held-out seeds are
+        ``seed + 1000 ..``.
     workers, scheduler
         Sweep-runner fan-out (:func:`sweeps.run_points`): local processes (0 = this
         process) or a Dask scheduler address.
     readings
-        Units of ``rpg_byte_reset`` every scenario runs under (:data:`BYTE_COUNTER_READINGS`);
-        the choice's scenarios are the scenario x reading pairs. Empty: the engine's default only.
+        Units of ``rpg_byte_reset`` every scenario runs under (:data:`BYTE_COUNTER_READINGS`).
+    samples
+        Paired seeds per scenario (at least :data:`tuner.acceptance.MIN_SAMPLES` to decide).
     """
     d = vendor_defaults()
-    scenarios = under_readings(scenarios, readings)
     found = list(found or [])
     if not scenarios:
-        default = CcSetting(d, [], True, 0.0)
+        default = CcSetting(d, [], True, 0.0, verdict="defaults")
         return CcJobChoice([], found, default, default, [default],
                            "defaults stand: the job has no congestion point")
-    default = _evaluate(scenarios, [d], seed, workers, scheduler)[0]
-    singles = _evaluate(scenarios, candidates(d, budget), seed, workers, scheduler)
-    pairs = _pairs(default, singles, d, budget - len(singles))
-    evaluated = [default] + singles + _evaluate(scenarios, pairs, seed, workers, scheduler)
-    for s in evaluated:
-        s.accepted = accepted(s, default)
-        s.score = score(s, default)
-    return _choose(scenarios, found, default, evaluated)
+    fams = ccfamily.in_sample(scenarios, readings)
+    seeds = ccfamily.in_sample_seeds(seed, samples)
+    with _Runs(workers, scheduler) as runs:
+        return _search(runs, d, fams, found, budget, scenarios, readings, seed, seeds)
 
 
-def _pairs(default: CcSetting, singles: list[CcSetting], d: dict, room: int) -> list[dict]:
-    """The two best accepted single moves combined (if budget is left and they differ)."""
-    good = sorted((s for s in singles if accepted(s, default)), key=lambda s: score(s, default))
+def _search(runs, d, fams, found, budget, scenarios, readings, seed, seeds) -> CcJobChoice:
+    """Screen, decide on the finalists, confirm held out (see the module docstring)."""
+    screened = _screen(runs, d, fams, seeds[:SCREEN_SAMPLES], budget)
+    finalists = [s for s in screened if not s.verdict][:FINALISTS]
+    for s in screened:
+        if not s.verdict and s not in finalists:
+            s.verdict = (f"screened out: score {s.score:+.3f} after {SCREEN_SAMPLES} seeds, "
+                         f"not among the {FINALISTS} best")
+    runs.ensure([d] + [s.params for s in finalists], fams, seeds)
+    default = _setting(runs, d, fams, seeds)
+    default.accepted, default.score, default.verdict = True, 0.0, "defaults"
+    final = [_setting(runs, s.params, fams, seeds) for s in finalists]
+    for s in final:
+        judge(s, default)
+        s.verdict = _verdict(s, default, fams)
+    evaluated = [default] + final + [s for s in screened if s not in finalists]
+    choice = CcJobChoice(fams, found, default, default, evaluated, "", seeds=seeds)
+    return _confirm(choice, runs, _best(default, final), scenarios, readings, seed, len(seeds))
+
+
+def _screen(runs, d: dict, fams, seeds, budget: int) -> list[CcSetting]:
+    """Single moves (and the best pair) on the first seeds, best first; clear losers marked."""
+    singles = candidates(d, budget)
+    runs.ensure([d] + singles, fams, seeds)
+    default = _setting(runs, d, fams, seeds)
+    out = [_screened(runs, p, default, fams, seeds) for p in singles]
+    pair = _pair(out, d, budget - len(singles))
+    if pair:
+        runs.ensure([pair], fams, seeds)
+        out.append(_screened(runs, pair, default, fams, seeds))
+    return sorted(out, key=lambda s: (bool(s.verdict), s.score))
+
+
+def _screened(runs, params: dict, default: CcSetting, fams, seeds) -> CcSetting:
+    s = _setting(runs, params, fams, seeds)
+    s.score = float(np.mean(scores(s, default)))
+    for m in METRICS:
+        for f, x in zip(fams, ratios(s, default, m), strict=True):
+            if not s.verdict and clearly_worse(x, m):
+                s.verdict = (f"clear loser: {m.name} worse than its {m.margin:.0%} margin on "
+                             f"every one of {len(seeds)} seeds of {f.name}")
+    return s
+
+
+def _pair(screened: list[CcSetting], d: dict, room: int) -> dict | None:
+    """The two best surviving single moves combined (if budget is left and they differ)."""
+    good = sorted((s for s in screened if not s.verdict and s.score < 0), key=lambda s: s.score)
     if room <= 0 or len(good) < 2:
-        return []
+        return None
     a, b = good[0].params, good[1].params
     moved = {k: a[k] for k in d if a[k] != d[k]} | {k: b[k] for k in d if b[k] != d[k]}
-    if len(moved) < 2:
-        return []
-    return [{**d, **moved}]
+    return {**d, **moved} if len(moved) >= 2 else None
 
 
-def _where(scenarios: list[HotSpot]) -> str:
-    """The scenarios in words: congestion points, and the byte-counter readings they ran under."""
-    units = sorted({h.byte_unit_bytes for h in scenarios if h.byte_unit_bytes is not None},
+def _verdict(s: CcSetting, d: CcSetting, fams) -> str:
+    if not s.accepted:
+        return f"not shown no worse: {first_loss(s, d, fams)}"
+    if not s.better:
+        iv = interval(scores(s, d))
+        return (f"no worse, but not better with confidence (score {iv.mean:+.3f}, "
+                f"interval [{iv.lo:+.3f}, {iv.hi:+.3f}])")
+    return "candidate"
+
+
+def _best(default: CcSetting, final: list[CcSetting]) -> CcSetting | None:
+    """The best accepted and better setting; ties within the margin go to the nearest."""
+    ok = [s for s in final if s.accepted and s.better]
+    if not ok:
+        return None
+    top = min(s.score for s in ok)
+    return min((s for s in ok if s.score <= top + TIE_MARGIN),
+               key=lambda s: distance(s.params, default.params))
+
+
+def _confirm(choice: CcJobChoice, runs, best, points, readings, seed, samples) -> CcJobChoice:
+    """Run the in-sample best on the held-out families: chosen if no worse on each, else refused."""
+    where = _where(choice.scenarios, samples)
+    if best is None:
+        choice.status = (f"defaults stand: no setting was both no worse on every scenario and "
+                         f"better than the defaults with {_conf()} confidence on the job's {where}")
+        return choice
+    held, hseeds = ccfamily.held_out(points, readings), ccfamily.held_out_seeds(seed, samples)
+    runs.ensure([choice.default.params, best.params], held, hseeds)
+    hd, hb = (_setting(runs, p, held, hseeds) for p in (choice.default.params, best.params))
+    loss = first_loss(hb, hd, held)
+    choice.held_out, choice.held_default, choice.held_candidate = held, hd, hb
+    choice.held_out_seeds = hseeds
+    moved = ", ".join(f"{k} {choice.default.params[k]:g} -> {best.params[k]:g}"
+                      for k in best.params if best.params[k] != choice.default.params[k])
+    if loss:
+        best.verdict = f"refused held out: {loss}"
+        choice.refused = [best]
+        choice.status = (f"defaults stand: the in-sample best ({moved}) was refused on the "
+                         f"held-out scenarios: {loss}")
+        return choice
+    best.verdict = "chosen: confirmed held out"
+    choice.best = best
+    iv = interval(scores(best, choice.default))
+    choice.status = (f"changed: better than the defaults (score {iv.mean:+.3f}, 90% interval "
+                     f"[{iv.lo:+.3f}, {iv.hi:+.3f}]) and no worse on every scenario and metric "
+                     f"with {_conf()} confidence on the job's {where}; confirmed no worse on "
+                     f"{len(held)} held-out scenarios ({samples} other seeds each)")
+    return choice
+
+
+def _conf() -> str:
+    from tuner.acceptance import CONFIDENCE
+
+    return f"{CONFIDENCE:.0%}"
+
+
+def _where(fams, samples: int) -> str:
+    """The in-sample scenarios in words."""
+    units = sorted({f.base.byte_unit_bytes for f in fams if f.base.byte_unit_bytes is not None},
                    reverse=True)
-    points = len(scenarios) // max(1, len(units))
+    points = len(fams) // max(1, len(units))
+    text = f"{points} congestion point(s), {samples} paired seeds each"
     if len(units) < 2:
-        return f"{points} congestion point(s)"
-    return (f"{points} congestion point(s), each under both readings of rpg_byte_reset's unit "
-            f"({' and '.join(f'{u} B' for u in units)})")
-
-
-def _choose(scenarios, found, default: CcSetting, evaluated: list[CcSetting]) -> CcJobChoice:
-    ok = [s for s in evaluated if s.accepted]
-    best_score = min(s.score for s in ok)
-    ties = [s for s in ok if s.score <= best_score + TIE_MARGIN]
-    best = min(ties, key=lambda s: distance(s.params, default.params))
-    if best is default:
-        status = (f"defaults stand: no accepted setting beats them by more than the tie margin "
-                  f"({TIE_MARGIN:.0%} of the score) on the job's {_where(scenarios)}")
-    else:
-        status = (f"changed: no worse than the defaults on every scenario (goodput and p99 FCT "
-                  f"within {ACCEPT_TOL:.0%}) on the job's {_where(scenarios)}, score "
-                  f"{default.score:.3f} -> {best.score:.3f}")
-    return CcJobChoice(scenarios, found, default, best, evaluated, status)
+        return text
+    return f"{text}, under both readings of rpg_byte_reset's unit ({' and '.join(f'{u} B' for u in units)})"

@@ -9,10 +9,12 @@
   priority and its parameters written to ``/sys/class/net/IF/ecn/roce_{rp,np}/``.
 * ``sonic_config_db_<role>.json``: a SONiC ``config_db.json`` fragment per switch role (ToR,
   agg, core), to load with ``sudo config load FILE`` or merge into ``/etc/sonic/config_db.json``.
-* ``switch_nvue.txt``: NVIDIA Cumulus Linux NVUE commands (``nv set qos ...``, ``nv config
+* ``switch_nvue_<role>.txt``: NVIDIA Cumulus Linux 5.14 NVUE commands (``nv set qos ...``, ``nv config
   apply``), one per line, for Spectrum switches.
 * ``nccl.env`` gains NCCL_SOCKET_IFNAME, NCCL_IB_GID_INDEX, NCCL_NET_GDR_LEVEL,
-  NCCL_TUNER_PLUGIN and an absolute NCCL_TUNER_CONFIG_FILE (``complete_env``).
+  NCCL_TUNER_PLUGIN (the absolute path of the suite's plugin, ``libnccl-tuner-netsim.so``,
+  built from the ``netsim_tuner.c`` written beside it; ``tuner.tunerplugin``) and an absolute
+  NCCL_TUNER_CONFIG_FILE (``complete_env``).
 
 Sources of every command and key (see also ``docs/recommend.md``, "Deployable files"):
 
@@ -35,8 +37,8 @@ Sources of every command and key (see also ``docs/recommend.md``, "Deployable fi
   max-threshold,probability}``, ``egress-scheduler <profile> traffic-class <tc> {mode,
   bw-percent}``, ``mapping <profile> {trust,dscp <d> switch-priority <p>}``, ``pfc <profile>
   {switch-priority,tx,rx,cable-length}``) and ``nv config apply``.
-* NCCL: NCCL_TUNER_PLUGIN ``example`` loads ``libnccl-tuner-example.so`` (NCCL tries the name,
-  then ``libnccl-tuner-<name>.so``; ``plugins/tuner/example/Makefile`` builds that file);
+* NCCL: NCCL_TUNER_PLUGIN takes a path (``src/plugin/plugin_open.cc`` opens a name with a
+  ``/`` as it is); the plugin's interface and versions: ``tuner.tunerplugin``;
   NCCL_IB_GID_INDEX ``-1`` is NCCL's automatic choice (2.21+); NCCL_NET_GDR_LEVEL levels
   LOC/PIX/PXB/PHB/SYS; NCCL_SOCKET_IFNAME ``^`` excludes prefixes (nccl-roce.md, table 1).
 """
@@ -44,6 +46,7 @@ Sources of every command and key (see also ``docs/recommend.md``, "Deployable fi
 from __future__ import annotations
 
 import json
+import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,8 +54,19 @@ from pathlib import Path
 from typing import Any
 
 ROLES = ("tor", "agg", "core")
+#: The one Cumulus Linux release the NVUE files are written for (its QoS and RoCE guides).
+NVUE_RELEASE = "5.14"
 #: MTU of the lossless class in the headroom/xon arithmetic (RoCE path MTU 4096).
 MTU_BYTES = 4096
+#: RoCE's active MTU is the largest IB MTU (256..4096) not above the netdev MTU less the RoCE
+#: headers: GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4 = 96 B (Linux
+#: include/rdma/ib_addr.h ``iboe_get_mtu``, sizes from include/rdma/ib_pack.h). 4096 needs a
+#: netdev MTU of at least 4096 + 96 = 4192; the script refuses less than 4200 (the figure
+#: NVIDIA's RoCE guides give, 8 B of margin) and sets 9000 (jumbo frames, below the switches'
+#: 9100/9216 port MTU: SONiC's default port MTU is 9100, nccl-roce.md 5.4).
+ROCE_HEADER_BYTES = 96
+MIN_NETDEV_MTU = 4200
+NETDEV_MTU = 9000
 
 
 @dataclass(frozen=True)
@@ -66,20 +80,34 @@ class DeployOptions:
     lists for RoCE v2 / IPv4 (often 3). NCCL's docs advise not to set it (nccl-roce.md)."""
     gdr_level: str = "PXB"
     """GPUDirect RDMA up to GPU and NIC behind PCIe switches (not through the CPU): HGX/DGX."""
-    tuner_plugin: str = "example"
-    """NCCL's example tuner plugin, ``libnccl-tuner-example.so``, reads nccl_tuner.csv."""
+    tuner_plugin: str = "netsim"
+    """``netsim``: the suite's tuner plugin (``tuner.tunerplugin``), built from the
+    ``netsim_tuner.c`` written beside nccl.env; any other value is written as it is (``none``
+    turns tuner plugins off)."""
 
 
 def complete_env(env: dict[str, str], why: dict[str, str], outdir: Path,
-                 opts: DeployOptions = DeployOptions()) -> None:
+                 opts: DeployOptions = DeployOptions()) -> list[Path]:
     """Add the host settings of a complete ``nccl.env`` to ``env`` in place; the tuner CSV's
-    path becomes absolute so the file works from any directory."""
+    path becomes absolute so the file works from any directory. With the suite's tuner
+    plugin, its C source is written into *outdir*; returns the files written."""
+    from tuner import tunerplugin
+
     csv = Path(outdir).resolve() / "nccl_tuner.csv"
     env["NCCL_TUNER_CONFIG_FILE"] = str(csv)
+    written: list[Path] = []
+    plugin, plugin_why = opts.tuner_plugin, "tuner plugin named by DeployOptions.tuner_plugin"
+    if opts.tuner_plugin == "netsim":
+        src, lib, build = tunerplugin.write_source(outdir)
+        written.append(src)
+        plugin = str(lib)
+        plugin_why = (f"the suite's tuner plugin ({src.name}, tuner API v5/v4/v3: NCCL 2.28+, "
+                      "2.24-2.27, 2.22-2.23): a collective no row of NCCL_TUNER_CONFIG_FILE "
+                      "matches, and a row with channels -1, keep NCCL's own algorithm, "
+                      "protocol and channel count; until the library is built NCCL finds "
+                      f"none and tunes alone. Build it once: {build}")
     extra = {
-        "NCCL_TUNER_PLUGIN": (opts.tuner_plugin, "loads libnccl-tuner-example.so (build "
-                              "plugins/tuner/example of the NCCL source; put it on "
-                              "LD_LIBRARY_PATH), which reads NCCL_TUNER_CONFIG_FILE"),
+        "NCCL_TUNER_PLUGIN": (plugin, plugin_why),
         "NCCL_SOCKET_IFNAME": (opts.socket_ifname, "bootstrap/out-of-band sockets on every "
                                "interface but lo and docker*; set =IF to pin one"),
         "NCCL_IB_GID_INDEX": (str(opts.gid_index), "-1 = NCCL (2.21+) chooses the RoCEv2 "
@@ -92,6 +120,7 @@ def complete_env(env: dict[str, str], why: dict[str, str], outdir: Path,
         if name not in env:  # a probed value (e.g. the GID index) wins
             env[name] = value
             why[name] = reason
+    return written
 
 
 # ---------------------------------------------------------------------------------------------
@@ -105,11 +134,14 @@ def _mlxconfig_args(rp: Mapping[str, int], np_: Mapping[str, int], priority: int
 
 
 def nic_script(rp: Mapping[str, int], np_: Mapping[str, int], priority: int,
-               devices: Sequence[str]) -> str:
+               devices: Sequence[str], mtu: int = NETDEV_MTU) -> str:
     """The bash text of ``nic_setup.sh``."""
+    if mtu < MIN_NETDEV_MTU:
+        raise ValueError(f"netdev MTU {mtu} < {MIN_NETDEV_MTU}: RoCE's active MTU would fall "
+                         f"below {MTU_BYTES} (every headroom and CC figure assumes {MTU_BYTES})")
     pfc = ",".join("1" if p == priority else "0" for p in range(8))
-    sysfs = [f'write {int(v)} "/sys/class/net/$ifc/ecn/roce_rp/{k}"' for k, v in rp.items()]
-    sysfs += [f'write {int(v)} "/sys/class/net/$ifc/ecn/roce_np/{k}"' for k, v in np_.items()]
+    sysfs = [f'write {int(v)} "$SYS/class/net/$ifc/ecn/roce_rp/{k}"' for k, v in rp.items()]
+    sysfs += [f'write {int(v)} "$SYS/class/net/$ifc/ecn/roce_np/{k}"' for k, v in np_.items()]
     mlx = " ".join(_mlxconfig_args(rp, np_, priority))
     lines = [
         "#!/usr/bin/env bash",
@@ -122,6 +154,8 @@ def nic_script(rp: Mapping[str, int], np_: Mapping[str, int], priority: int,
         "set -euo pipefail",
         "",
         'DRY_RUN="${DRY_RUN:-0}"',
+        "# sysfs root: /sys (NIC_SETUP_SYSFS points it at another tree, e.g. in tests)",
+        'SYS="${NIC_SETUP_SYSFS:-/sys}"',
         "PERSISTENT=0",
         "DEVICES=()",
         'for arg in "$@"; do',
@@ -135,15 +169,29 @@ def nic_script(rp: Mapping[str, int], np_: Mapping[str, int], priority: int,
         "done",
         f"if [ ${{#DEVICES[@]}} -eq 0 ]; then DEVICES=({' '.join(devices)}); fi",
         "",
+        f"MTU={int(mtu)}",
+        f"MIN_MTU={MIN_NETDEV_MTU}",
         'run() { if [ "$DRY_RUN" = 1 ]; then echo "+ $*"; else "$@"; fi; }',
         'write() { if [ "$DRY_RUN" = 1 ]; then echo "+ echo $1 > $2"; else echo "$1" > "$2"; fi; }',
-        "sysdir() { echo \"/sys/class/infiniband/$1/device\"; }",
+        "sysdir() { echo \"$SYS/class/infiniband/$1/device\"; }",
         "netdev_of() {",
         '  for n in "$(sysdir "$1")"/net/*; do',
         '    if [ -e "$n" ]; then basename "$n"; return; fi',
         "  done",
         '  if [ "$DRY_RUN" = 1 ]; then echo "${1}_netdev";',
         '  else echo "nic_setup.sh: no netdev for $1" >&2; exit 2; fi',
+        "}",
+        "# RoCE active MTU 4096 needs netdev MTU >= 4096 + 96 B of RoCE headers (kernel",
+        "# iboe_get_mtu); at 1500 it is 1024. Set it, then refuse to go on below MIN_MTU.",
+        "set_mtu() {",
+        '  run ip link set dev "$1" mtu "$MTU"',
+        '  if [ "$DRY_RUN" = 1 ]; then echo "+ test \\$(cat $SYS/class/net/$1/mtu) -ge $MIN_MTU"; return; fi',
+        '  local now',
+        '  now="$(cat "$SYS/class/net/$1/mtu")"',
+        '  if [ "$now" -lt "$MIN_MTU" ]; then',
+        '    echo "nic_setup.sh: $1 has MTU $now < $MIN_MTU: RoCE active MTU would be below 4096" >&2',
+        "    exit 2",
+        "  fi",
         "}",
         "pci_of() {",
         '  if [ -e "$(sysdir "$1")" ]; then basename "$(readlink -f "$(sysdir "$1")")";',
@@ -152,12 +200,13 @@ def nic_script(rp: Mapping[str, int], np_: Mapping[str, int], priority: int,
         "",
         'for dev in "${DEVICES[@]}"; do',
         '  ifc="$(netdev_of "$dev")"',
+        '  set_mtu "$ifc"',
         f"  # trust DSCP, PFC on priority {priority} only (mlnx_qos, MLNX_OFED)",
         '  run mlnx_qos -i "$ifc" --trust dscp',
         f'  run mlnx_qos -i "$ifc" --pfc {pfc}',
         f"  # DCQCN reaction and notification point on priority {priority} (MLNX_OFED sysfs)",
-        f'  write 1 "/sys/class/net/$ifc/ecn/roce_rp/enable/{priority}"',
-        f'  write 1 "/sys/class/net/$ifc/ecn/roce_np/enable/{priority}"',
+        f'  write 1 "$SYS/class/net/$ifc/ecn/roce_rp/enable/{priority}"',
+        f'  write 1 "$SYS/class/net/$ifc/ecn/roce_np/enable/{priority}"',
         *[f"  {s}" for s in sysfs],
         '  if [ "$PERSISTENT" = 1 ]; then',
         "    # firmware defaults (mstflint mlxconfig names); applied after a reboot/fw reset",
@@ -177,6 +226,7 @@ class PortClass:
     """Ports of one switch role with the same speed and cable."""
 
     role: str
+    link_kind: str
     ports: tuple[int, ...]
     speed_gbps: float
     cable_m: float
@@ -184,11 +234,14 @@ class PortClass:
 
 
 def port_classes(fabric) -> list[PortClass]:
-    """Per switch role, the ports of its first switch grouped by speed and cable length."""
+    """Per switch role, the ports of its first switch grouped by link kind and speed; the
+    cable length is the tier's, from the fabric file (``tuner.switchports``)."""
     import numpy as np
 
-    from tuner.render import cable_m_from_latency_ns, headroom_bytes
+    from tuner.render import headroom_bytes
+    from tuner.switchports import cable_lengths_m
 
+    cables = cable_lengths_m(fabric)
     out = []
     for role in ROLES:
         names = fabric.switches.get(role) or []
@@ -196,75 +249,54 @@ def port_classes(fabric) -> list[PortClass]:
             continue
         node = fabric.node_index[names[0]]
         links = np.flatnonzero(np.asarray(fabric.link_src) == node)
-        groups: dict[tuple[float, float], list[int]] = {}
+        groups: dict[tuple[str, float], list[int]] = {}
         for lid in links.tolist():
-            key = (float(fabric.link_capacity_bps[lid]), float(fabric.link_latency_ns[lid]))
+            key = (str(fabric.link_kind[lid]), float(fabric.link_capacity_bps[lid]))
             groups.setdefault(key, []).append(int(fabric.link_port[lid]))
-        for (cap, lat), ports in sorted(groups.items()):
-            cable = round(cable_m_from_latency_ns(lat), 1)
-            out.append(PortClass(role, tuple(sorted(ports)), cap / 1e9, cable,
+        for (kind, cap), ports in sorted(groups.items()):
+            cable = cables[kind]
+            out.append(PortClass(role, kind, tuple(sorted(ports)), cap / 1e9, cable,
                                  headroom_bytes(int(cap), cable)))
     return out
 
 
-def _identity(n: int = 8) -> dict[str, str]:
-    return {str(i): str(i) for i in range(n)}
-
-
 def sonic_fragment(classes: Sequence[PortClass], ecn: Mapping[str, Any], priority: int,
                    cnp_priority: int, dscp: int, cnp_dscp: int) -> dict[str, Any]:
-    """SONiC config_db tables for one switch role (values are strings, as in config_db)."""
-    ports = sorted({p for c in classes for p in c.ports})
-    names = ",".join(f"Ethernet{p}" for p in ports)
-    dscp_map = {str(d): "0" for d in range(64)}
-    dscp_map[str(dscp)], dscp_map[str(cnp_dscp)] = str(priority), str(cnp_priority)
-    prob = max(1, min(100, round(100 * float(ecn["pmax"]))))
-    doc: dict[str, Any] = {
-        "DSCP_TO_TC_MAP": {"ROCE": dscp_map},
-        "TC_TO_QUEUE_MAP": {"ROCE": _identity()},
-        "TC_TO_PRIORITY_GROUP_MAP": {"ROCE": _identity()},
-        "MAP_PFC_PRIORITY_TO_QUEUE": {"ROCE": _identity()},
-        "PORT_QOS_MAP": {names: {"dscp_to_tc_map": "ROCE", "tc_to_queue_map": "ROCE",
-                                 "tc_to_pg_map": "ROCE", "pfc_to_queue_map": "ROCE",
-                                 "pfc_enable": str(priority)}},
-        "WRED_PROFILE": {"ROCE_LOSSLESS": {
-            "ecn": "ecn_all", "wred_green_enable": "true",
-            "green_min_threshold": str(int(ecn["kmin_bytes"])),
-            "green_max_threshold": str(int(ecn["kmax_bytes"])),
-            "green_drop_probability": str(prob)}},
-        "SCHEDULER": {"roce_dwrr": {"type": "DWRR", "weight": "50"},
-                      "cnp_strict": {"type": "STRICT"},
-                      "default_dwrr": {"type": "DWRR", "weight": "50"}},
-        "QUEUE": {f"{names}|{priority}": {"scheduler": "roce_dwrr",
-                                          "wred_profile": "ROCE_LOSSLESS"},
-                  f"{names}|{cnp_priority}": {"scheduler": "cnp_strict"},
-                  f"{names}|0": {"scheduler": "default_dwrr"}},
-        "BUFFER_PROFILE": {}, "BUFFER_PG": {}, "CABLE_LENGTH": {"AZURE": {}},
-    }
-    for c in classes:
-        profile = f"pg_lossless_{int(c.speed_gbps * 1000)}_{int(round(c.cable_m))}m_profile"
-        xon = 2 * MTU_BYTES
-        doc["BUFFER_PROFILE"][profile] = {"pool": "ingress_lossless_pool", "xon": str(xon),
-                                          "xoff": str(c.headroom_bytes),
-                                          "size": str(xon + c.headroom_bytes),
-                                          "dynamic_th": "-3"}
-        group = ",".join(f"Ethernet{p}" for p in c.ports)
-        doc["BUFFER_PG"][f"{group}|{priority}"] = {"profile": profile}
-        for p in c.ports:
-            doc["CABLE_LENGTH"]["AZURE"][f"Ethernet{p}"] = f"{int(round(c.cable_m))}m"
-    return doc
+    """SONiC config_db tables for one switch role (values are strings, as in config_db):
+    ``tuner.sonic.fragment`` with the simulator's switch buffer for the pools."""
+    from netsim.packet.config import PacketConfig
+    from tuner import sonic
+
+    return sonic.fragment(classes, ecn, priority, cnp_priority, dscp, cnp_dscp,
+                          buffer_bytes=PacketConfig().buffer_bytes, mtu_bytes=MTU_BYTES)
+
+
+def _swp_ranges(ports: Sequence[int]) -> str:
+    """Cumulus interface names of model ports (port N is ``swp{N+1}``), as NVUE ranges."""
+    runs: list[list[int]] = []
+    for n in sorted(p + 1 for p in ports):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ",".join(f"swp{a}" if a == b else f"swp{a}-{b}" for a, b in runs)
 
 
 def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,
-                  cnp_dscp: int, cable_m: float) -> list[str]:
-    """Cumulus Linux NVUE commands (profile ``default-global``), ending with ``nv config apply``."""
+                  cnp_dscp: int, cable_m: float, ports: Sequence[int] = ()) -> list[str]:
+    """Cumulus Linux 5.14 NVUE commands (profile ``default-global``), ending with
+    ``nv config apply``. *cable_m* is the longest cable of the switch's ports: the headroom
+    it sizes covers every shorter one. ``nv set qos roce cable-length`` (Cumulus 5.3 and
+    earlier) is not used: 5.4 and later take the PFC profile's ``cable-length``. The PFC
+    watchdog is enabled on *ports* with Cumulus's default polling (``tuner.provenance``)."""
+    from tuner import provenance
+
     prob = max(1, min(100, round(100 * float(ecn["pmax"]))))
-    cable = max(1, int(round(cable_m)))
+    cable = max(1, int(math.ceil(cable_m)))
     tc, cc = priority, "nv set qos congestion-control default-global traffic-class"
     es = "nv set qos egress-scheduler default-global traffic-class"
-    return [
+    cmds = [
         "nv set qos roce mode lossless",
-        f"nv set qos roce cable-length {cable}",
         "nv set qos mapping default-global trust l3",
         f"nv set qos mapping default-global dscp {dscp} switch-priority {priority}",
         f"nv set qos mapping default-global dscp {cnp_dscp} switch-priority {cnp_priority}",
@@ -281,8 +313,12 @@ def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp
         f"{es} {priority} bw-percent 50",
         f"{es} 0 mode dwrr",
         f"{es} 0 bw-percent 50",
-        "nv config apply",
+        f"nv set qos pfc-watchdog polling-interval {provenance.CUMULUS_PFCWD_POLL_MS}",
+        f"nv set qos pfc-watchdog robustness {provenance.CUMULUS_PFCWD_ROBUSTNESS}",
     ]
+    if ports:
+        cmds.append(f"nv set interface {_swp_ranges(ports)} qos pfc-watchdog")
+    return cmds + ["nv config apply"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,7 +328,8 @@ def nvue_commands(ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp
 def write_deployables(outdir: Path, fabric, *, rp: Mapping[str, int], np_: Mapping[str, int],
                       ecn: Mapping[str, Any], priority: int, cnp_priority: int, dscp: int,
                       cnp_dscp: int) -> list[Path]:
-    """Write nic_setup.sh, sonic_config_db_<role>.json and switch_nvue.txt; their paths."""
+    """Write nic_setup.sh, sonic_config_db_<role>.json and switch_nvue_<role>.txt; their
+    paths."""
     outdir = Path(outdir)
     devices = [f"mlx5_{i}" for i in range(int(fabric.nics_per_server))]
     paths = [outdir / "nic_setup.sh"]
@@ -306,13 +343,23 @@ def write_deployables(outdir: Path, fabric, *, rp: Mapping[str, int], np_: Mappi
             doc = sonic_fragment(mine, ecn, priority, cnp_priority, dscp, cnp_dscp)
             path.write_text(json.dumps(doc, indent=2) + "\n")
             paths.append(path)
-    cable = max((c.cable_m for c in classes), default=100.0)
-    nvue = outdir / "switch_nvue.txt"
-    header = ["# NVIDIA Cumulus Linux NVUE commands recommended by `netsim recommend`;",
-              "# run them on every Spectrum switch (sources: tuner/deploy.py)."]
-    nvue.write_text("\n".join(header + nvue_commands(ecn, priority, cnp_priority, dscp,
-                                                     cnp_dscp, cable)) + "\n")
-    paths.append(nvue)
+    for role in ROLES:
+        mine = [c for c in classes if c.role == role]
+        if not mine:
+            continue
+        cables = ", ".join(f"{c.cable_m:g} m ({c.link_kind})" for c in mine)
+        nvue = outdir / f"switch_nvue_{role}.txt"
+        header = [f"# NVIDIA Cumulus Linux {NVUE_RELEASE} NVUE commands recommended by "
+                  f"`netsim recommend` for every {role} switch (sources: tuner/deploy.py).",
+                  f"# Cables: {cables}; the PFC cable-length is the longest, whose headroom "
+                  "covers the others.",
+                  "# Interfaces: the model's port N is swpN+1; rename where the front panel "
+                  "differs."]
+        ports = sorted({p for c in mine for p in c.ports})
+        cmds = nvue_commands(ecn, priority, cnp_priority, dscp, cnp_dscp,
+                             max(c.cable_m for c in mine), ports)
+        nvue.write_text("\n".join(header + cmds) + "\n")
+        paths.append(nvue)
     return paths
 
 

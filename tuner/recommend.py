@@ -33,6 +33,7 @@ class RecommendOptions:
     """Knobs of a recommendation run."""
 
     budget: int = 16               # packet-engine evaluations of the CC search
+    cc_samples: int = 5            # paired seeds per CC scenario (in sample and held out)
     flaps: str = DEFAULT_FLAPS
     margin: float = 1.5
     probe: bool = False
@@ -76,22 +77,10 @@ class Recommendation:
 
 
 def _headroom_ports(fabric) -> list[dict]:
-    """PFC headroom per port class (link kind x speed x cable length) of the fabric."""
-    from tuner.render import cable_m_from_latency_ns, headroom_bytes
+    """PFC headroom per port class (link kind x speed, the tier's cable length)."""
+    from tuner.switchports import headroom_ports
 
-    kinds = np.asarray(fabric.link_kind).astype(str)
-    cap = np.asarray(fabric.link_capacity_bps)
-    lat = np.asarray(fabric.link_latency_ns)
-    rows = []
-    for kind in ("host", "tor-agg", "agg-core"):
-        sel = kinds == kind
-        if not sel.any():
-            continue
-        for c, lat_ns in sorted(set(zip(cap[sel].tolist(), lat[sel].tolist(), strict=False))):
-            cable = cable_m_from_latency_ns(lat_ns)
-            rows.append({"link_kind": kind, "port_speed_gbps": c / 1e9, "cable_m": round(cable, 1),
-                         "headroom_bytes": headroom_bytes(int(c), cable)})
-    return rows
+    return headroom_ports(fabric)
 
 
 def _qos_from_probe(enabled: bool, nics_per_server: int) -> tuple[dict, str]:
@@ -226,12 +215,10 @@ def _step_collectives(run: _Run, gpu_of_rank: np.ndarray, qps: int):
     coll = search.search_collectives(run.fabric, dp_group.tolist(), qps=qps,
                                      progress=lambda: run.say("collectives",
                                                               0.35 + 0.15 * next(done) / n_sizes))
-    # channels explicit on every row: the example plugin sets *nChannels = 1 before matching
-    # and keeps it for a row whose channels is -1, and NCCL then runs that collective on one
-    # channel (plugins/tuner/example/plugin.c pluginGetCollInfo; src/enqueue.cc takes a
-    # non-zero nMaxChannels from the tuner)
+    # channels -1: NCCL keeps its own channel count (the model has no per-channel term to
+    # choose one); the suite's plugin touches nothing for -1 (tuner.tunerplugin)
     rows = [TunerRow("allreduce", r["min_bytes"], r["max_bytes"], r["algo"], r["proto"],
-                     r["channels"], coll.n_nodes, coll.ranks) for r in coll.rows]
+                     -1, coll.n_nodes, coll.ranks) for r in coll.rows]
     big = coll.rows[-1]
     gains = ", ".join(f"{r['size'] >> 10} KiB {r['algo']}/{r['proto']} "
                       f"{r['default_time_s'] * 1e6:.0f}->{r['time_s'] * 1e6:.0f} us"
@@ -242,8 +229,9 @@ def _step_collectives(run: _Run, gpu_of_rank: np.ndarray, qps: int):
                                 f"model for the {coll.ranks}-rank DP all-reduce",
                                 f"{gains}; largest bucket {big['algo']}/{big['proto']}"))
     run.set_env("NCCL_TUNER_CONFIG_FILE", "nccl_tuner.csv",
-                "read by NCCL's example tuner plugin (build plugins/tuner/example, set "
-                "NCCL_TUNER_PLUGIN)")
+                "read by the suite's tuner plugin (NCCL_TUNER_PLUGIN below); rows "
+                "name the DP communicator's nNodes/nRanks, every other collective and "
+                "communicator keeps NCCL's own choice")
     return coll, rows
 
 
@@ -299,8 +287,12 @@ def _step_qos(run: _Run) -> list[dict]:
             f"PFC headroom {p['link_kind']} {p['port_speed_gbps']:g}G {p['cable_m']:g} m",
             "switch", "vendor profile", f"{p['headroom_bytes']} B",
             "2 x frame + 2 x cable bytes + peer response (SONiC formula, IEEE 802.3 pause "
-            "quanta; the need netsim simulate checks)",
+            "quanta; the need netsim simulate checks); cable: the tier's length in the fabric "
+            "file (default: SONiC's per-role cable)",
             "no drops on the lossless class while PAUSE takes effect"))
+    from tuner.switchports import watchdog_row
+
+    run.settings.append(watchdog_row(run.fabric, run.env))
     return ports
 
 
@@ -391,7 +383,7 @@ def write_outputs(rec: Recommendation, outdir: Path, fabric=None) -> list[Path]:
     outdir.mkdir(parents=True, exist_ok=True)
     paths = {n: outdir / n for n in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
                                      "switch_qos.yaml", "placement.json", "report.md")}
-    deploy.complete_env(rec.env, rec.env_reasons, outdir)
+    plugin_files = deploy.complete_env(rec.env, rec.env_reasons, outdir)
     render.write_nccl_env(paths["nccl.env"], rec.env, rec.env_reasons)
     render.write_tuner_csv(paths["nccl_tuner.csv"], rec.tuner_rows)
     render.write_nic_conf(paths["nic_dcqcn.conf"], rec.nic_rp, rec.nic_np, ROCE_PRIO)
@@ -406,4 +398,4 @@ def write_outputs(rec: Recommendation, outdir: Path, fabric=None) -> list[Path]:
     extra = [] if fabric is None else deploy.write_deployables(
         outdir, fabric, rp=rec.nic_rp, np_=rec.nic_np, ecn=rec.ecn, priority=ROCE_PRIO,
         cnp_priority=CNP_PRIO, dscp=ROCE_DSCP, cnp_dscp=CNP_DSCP)
-    return list(paths.values()) + extra
+    return list(paths.values()) + plugin_files + extra

@@ -5,7 +5,8 @@ Formats and names (../shared/reference/nccl-roce.md):
 
 * ``nccl.env``: ``export VAR=value`` lines (also valid for ``/etc/nccl.conf`` once the
   ``export`` is dropped, section 2).
-* ``nccl_tuner.csv``: the CSV NCCL's example tuner plugin reads (``plugins/tuner/example``,
+* ``nccl_tuner.csv``: the CSV the suite's tuner plugin reads (``tuner.tunerplugin``; the
+  format of NCCL's example plugin, ``plugins/tuner/example``,
   ``NCCL_TUNER_CONFIG_FILE``): ``collective,min_bytes,max_bytes,algorithm,protocol,channels,
   nNodes,nRanks,numPipeOps,regBuff``, ``-1`` a wildcard, ``#`` comment lines (section 3.1).
 * ``nic_dcqcn.conf``: ConnectX parameter names of ``/sys/class/net/<if>/ecn/roce_{rp,np}/``
@@ -28,16 +29,18 @@ from typing import Any
 
 import yaml
 
-#: Column names of the example tuner plugin's CSV (plugins/tuner/example/plugin.c).
+#: Column names of the tuner CSV (tuner/nccl_plugin/netsim_tuner.c; the format of NCCL's
+#: plugins/tuner/example/plugin.c).
 TUNER_CSV_COLUMNS = ("collective", "min_bytes", "max_bytes", "algorithm", "protocol",
                      "channels", "nNodes", "nRanks", "numPipeOps", "regBuff")
 TUNER_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 TUNER_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 TUNER_PROTOCOLS = ("ll", "ll128", "simple")
-#: The example plugin reads its file with ``fgets(line, 256, f)``: a longer line is cut in two
-#: (plugins/tuner/example/plugin.c, MAX_LINE_LENGTH).
+#: NCCL's example plugin reads its file with ``fgets(line, 256, f)`` (a longer line is cut in
+#: two: plugins/tuner/example/plugin.c, MAX_LINE_LENGTH); lines stay under it so the CSV
+#: stays readable by both plugins.
 TUNER_MAX_LINE = 256
-#: Light in fibre: ~5 ns per metre (refractive index ~1.5).
+#: Light in fibre: ~5 ns per metre (refractive index ~1.5): a cable's delay in the headroom.
 CABLE_NS_PER_M = 5.0
 
 
@@ -106,8 +109,9 @@ def write_nccl_env(path: Path, env: Mapping[str, str], reasons: Mapping[str, str
 
 
 def write_tuner_csv(path: Path, rows: Iterable[TunerRow]) -> None:
-    """The example tuner plugin's CSV, with its column list as a ``#`` comment line."""
-    lines = ["# NCCL example tuner plugin config (NCCL_TUNER_CONFIG_FILE); -1 = any",
+    """The tuner plugin's CSV, with its column list as a ``#`` comment line."""
+    lines = ["# NCCL tuner plugin config (NCCL_TUNER_CONFIG_FILE); -1 = any; channels -1 = "
+             "NCCL's own count",
              "# " + ",".join(TUNER_CSV_COLUMNS)]
     lines += [",".join(r.cells()) for r in rows]
     for line in lines:
@@ -133,11 +137,6 @@ def write_nic_conf(path: Path, rp: Mapping[str, int], np_: Mapping[str, int], pr
                 lines.append(f"# {comments[name]}")
             lines.append(f"{name} = {int(value)}")
     path.write_text("\n".join(lines) + "\n")
-
-
-def cable_m_from_latency_ns(latency_ns: float) -> float:
-    """Cable length implied by a link's propagation latency (light in fibre, 5 ns/m)."""
-    return latency_ns / CABLE_NS_PER_M
 
 
 def headroom_bytes(rate_bps: int, cable_m: float, mtu_bytes: int = 4096) -> int:
@@ -179,6 +178,13 @@ def write_switch_qos(path: Path, ecn: Mapping[str, Any], ports: Sequence[Mapping
         "sources": {
             "classes": "NVIDIA Cumulus Linux `nv set qos roce` defaults",
             "headroom": "SONiC doc/qos/dynamically-headroom-calculation.md; IEEE 802.3 31B.3.7 quanta",
+            "cable_m": ("the tier's cable length in the fabric file (defaults: SONiC "
+                        "buffers_config.j2 per-role cables, 5 m host, 40 m tor-agg, 300 m "
+                        "agg-core)"),
+            "ecn": ("starting point: Kmin/Kmax the Cumulus 5.14 RoCE default (SONiC's "
+                    "AZURE_LOSSLESS WRED: 1048576/2097152 B, 5%); pmax 0.2 the HPCC ns-3 "
+                    "simulator's value, no switch default (Cumulus RoCE: 100%); report.md "
+                    "says whether the search moved them"),
         },
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))

@@ -53,6 +53,69 @@ def _coerce(cls_name: str, name: str, kind: type, value: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class FirmwareParam:
+    """One ConnectX DCQCN parameter: its firmware name and the engine field that models it."""
+
+    firmware: str         # file under /sys/class/net/<if>/ecn/<section>/, key of nic_dcqcn.conf
+    section: str          # "roce_rp" (reaction point, sender) or "roce_np" (notification point)
+    engine: str | None    # DcqcnParams field (same unit: the name says it); None = not simulated
+
+
+#: ConnectX DCQCN parameters by the names MLNX_OFED/DOCA give their sysfs files
+#: (``/sys/class/net/<if>/ecn/roce_{rp,np}/<name>``) and mlxconfig its ``RPG_*`` / ``DCE_TCP_*``
+#: settings, next to the engine field of each. Sources (../shared/reference/nccl-roce.md 5.1):
+#: NVIDIA DOCA "DCQCN CC Parameters" (networking-docs.nvidia.com/doca/archive/3-4-0/
+#: dcqcn-cc-parameters), a public ``mlxconfig q`` dump, Mellanox community DOC-2790 "DCQCN
+#: Parameters" (dce_tcp_g) and the mstflint mlxconfig descriptions (clamp_tgt_rate*). The
+#: firmware units are the engine's (us, Mb/s, percent, /1024 fixed point), so the map is a rename.
+FIRMWARE_PARAMS: tuple[FirmwareParam, ...] = (
+    FirmwareParam("rpg_time_reset", "roce_rp", "rpg_time_reset_us"),
+    FirmwareParam("rpg_byte_reset", "roce_rp", "rpg_byte_reset"),
+    FirmwareParam("rpg_threshold", "roce_rp", "rpg_threshold"),
+    FirmwareParam("rpg_ai_rate", "roce_rp", "rpg_ai_rate_mbps"),
+    FirmwareParam("rpg_hai_rate", "roce_rp", "rpg_hai_rate_mbps"),
+    FirmwareParam("rpg_max_rate", "roce_rp", "rpg_max_rate_mbps"),
+    FirmwareParam("rpg_min_rate", "roce_rp", "rpg_min_rate_mbps"),
+    FirmwareParam("rpg_gd", "roce_rp", "rpg_gd"),
+    FirmwareParam("rpg_min_dec_fac", "roce_rp", "rpg_min_dec_fac_pct"),
+    FirmwareParam("rate_to_set_on_first_cnp", "roce_rp", "rate_to_set_on_first_cnp_mbps"),
+    FirmwareParam("dce_tcp_g", "roce_rp", "dce_tcp_g"),
+    FirmwareParam("dce_tcp_rtt", "roce_rp", "dce_tcp_rtt_us"),
+    FirmwareParam("initial_alpha_value", "roce_rp", "initial_alpha_value"),
+    FirmwareParam("rate_reduce_monitor_period", "roce_rp", "rate_reduce_monitor_period_us"),
+    FirmwareParam("clamp_tgt_rate", "roce_rp", "clamp_tgt_rate"),
+    FirmwareParam("clamp_tgt_rate_after_time_inc", "roce_rp", "clamp_tgt_rate_after_time_inc"),
+    FirmwareParam("min_time_between_cnps", "roce_np", "min_time_between_cnps_us"),
+    # CNP marking (CS6, priority 6): the engine sends CNPs in their own strict-priority class
+    # whatever the values (PacketConfig.cnp_class), so they are read but not simulated.
+    FirmwareParam("cnp_dscp", "roce_np", None),
+    FirmwareParam("cnp_802p_prio", "roce_np", None),
+)
+
+#: Firmware name -> its :class:`FirmwareParam`.
+FIRMWARE_BY_NAME: dict[str, FirmwareParam] = {f.firmware: f for f in FIRMWARE_PARAMS}
+
+
+def engine_names(data: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    """``data`` with every firmware name (``rpg_time_reset``) whose engine field is one of
+    ``fields`` renamed to that field (``rpg_time_reset_us``); other keys pass unchanged.
+
+    >>> engine_names({"rpg_time_reset": "50", "rpg_gd": 11}, ["rpg_time_reset_us", "rpg_gd"])
+    {'rpg_time_reset_us': '50', 'rpg_gd': 11}
+    """
+    fields = set(fields)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        fw = FIRMWARE_BY_NAME.get(key)
+        name = fw.engine if fw is not None and fw.engine in fields else key
+        if name in out:
+            raise ValueError(f"parameter {name} given twice (as {name} and as its firmware "
+                             f"name {key}); give one")
+        out[name] = value
+    return out
+
+
+@dataclass(frozen=True)
 class _Params:
     """Common ``from_dict``/``to_dict``/validation of the parameter dataclasses."""
 
@@ -64,6 +127,8 @@ class _Params:
         ----------
         data : mapping or None
             Field values (numbers, bools or numeric strings). Missing fields keep defaults.
+            A ConnectX firmware name of :data:`FIRMWARE_PARAMS` (``rpg_time_reset``, the
+            name ``nic_dcqcn.conf`` writes) stands for its engine field when the class has it.
 
         Returns
         -------
@@ -74,8 +139,8 @@ class _Params:
         ValueError
             On an unknown key (the message lists the valid ones) or a bad value.
         """
-        data = dict(data or {})
         fields = {f.name: f for f in dataclasses.fields(cls)}
+        data = engine_names(data or {}, fields)
         unknown = sorted(set(data) - set(fields))
         if unknown:
             raise ValueError(

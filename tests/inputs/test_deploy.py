@@ -1,7 +1,7 @@
 """Deployable files of `netsim recommend` (issue #19), each checked by a parser of its format:
 bash -n and shellcheck for nic_setup.sh (and its --dry-run output), JSON plus the SONiC
 config_db table/key schema for sonic_config_db_<role>.json, a grammar derived from NVIDIA's
-NVUE reference for switch_nvue.txt, and bash itself for nccl.env."""
+NVUE reference for switch_nvue_<role>.txt, and bash itself for nccl.env."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.deploy import port_classes
 from tuner.qos import CNP_DSCP, CNP_PRIO, ROCE_DSCP, ROCE_PRIO
 from tuner.recommend import Recommendation, write_outputs
 from tuner.render import TunerRow, headroom_bytes
@@ -44,9 +45,9 @@ def written(tmp_path_factory):
 def test_files_kept_and_added(written):
     _, out, paths = written
     for name in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf", "switch_qos.yaml",
-                 "placement.json", "report.md", "nic_setup.sh", "switch_nvue.txt",
-                 "sonic_config_db_tor.json", "sonic_config_db_agg.json",
-                 "sonic_config_db_core.json"):
+                 "placement.json", "report.md", "nic_setup.sh", "switch_nvue_tor.txt",
+                 "switch_nvue_agg.txt", "switch_nvue_core.txt", "sonic_config_db_tor.json",
+                 "sonic_config_db_agg.json", "sonic_config_db_core.json", "netsim_tuner.c"):
         assert name in paths and (out / name).is_file(), name
 
 
@@ -103,100 +104,127 @@ def test_nic_script_dry_run_commands(written):
 
 # -- SONiC config_db fragments ---------------------------------------------------------------
 
-#: Table -> fields, from sonic-buildimage src/sonic-yang-models/doc/Configuration.md.
-SONIC_FIELDS = {
-    "DSCP_TO_TC_MAP": None, "TC_TO_QUEUE_MAP": None, "TC_TO_PRIORITY_GROUP_MAP": None,
-    "MAP_PFC_PRIORITY_TO_QUEUE": None,  # maps: digit -> digit
-    "PORT_QOS_MAP": {"dscp_to_tc_map", "tc_to_queue_map", "tc_to_pg_map", "pfc_to_queue_map",
-                     "pfc_enable", "dot1p_to_tc_map", "scheduler"},
-    "WRED_PROFILE": {"ecn", "wred_green_enable", "wred_yellow_enable", "wred_red_enable",
-                     "green_min_threshold", "green_max_threshold", "green_drop_probability",
-                     "yellow_min_threshold", "yellow_max_threshold", "yellow_drop_probability",
-                     "red_min_threshold", "red_max_threshold", "red_drop_probability"},
-    "SCHEDULER": {"type", "weight", "priority", "meter_type", "cir", "pir", "cbs", "pbs"},
-    "QUEUE": {"scheduler", "wred_profile"},
-    "BUFFER_PROFILE": {"pool", "xon", "xoff", "size", "dynamic_th", "static_th", "xon_offset"},
-    "BUFFER_PG": {"profile"},
-    "CABLE_LENGTH": None,
-}
-PORTS = r"Ethernet\d+(,Ethernet\d+)*"
-KEY = {"PORT_QOS_MAP": PORTS, "QUEUE": PORTS + r"\|\d+(-\d+)?",
-       "BUFFER_PG": PORTS + r"\|\d+(-\d+)?", "WRED_PROFILE": r"[A-Za-z0-9][-A-Za-z0-9_]{0,31}"}
-MAP_RANGE = {"DSCP_TO_TC_MAP": (63, 7), "TC_TO_QUEUE_MAP": (7, 7),
-             "TC_TO_PRIORITY_GROUP_MAP": (7, 7), "MAP_PFC_PRIORITY_TO_QUEUE": (7, 7)}
+#: JSON schema of the tables, derived from SONiC's YANG models (commit in its $comment).
+SCHEMA = json.loads((Path(__file__).parents[1] / "data/sonic/config_db_schema.json").read_text())
+#: Tables a complete fragment carries (issue #26: it had no BUFFER_POOL, BUFFER_QUEUE, PFC_WD).
+COMPLETE = {"DSCP_TO_TC_MAP", "TC_TO_QUEUE_MAP", "TC_TO_PRIORITY_GROUP_MAP",
+            "MAP_PFC_PRIORITY_TO_QUEUE", "PORT_QOS_MAP", "WRED_PROFILE", "SCHEDULER", "QUEUE",
+            "BUFFER_POOL", "BUFFER_PROFILE", "BUFFER_PG", "BUFFER_QUEUE", "PFC_WD",
+            "CABLE_LENGTH"}
 
 
-def _check_sonic(doc: dict) -> None:
-    for table, rows in doc.items():
-        assert table in SONIC_FIELDS, f"unknown SONiC table {table}"
-        for key, row in rows.items():
-            if table in KEY:
-                assert re.fullmatch(KEY[table], key), (table, key)
-            if table in MAP_RANGE:
-                kmax, vmax = MAP_RANGE[table]
-                assert all(0 <= int(k) <= kmax and 0 <= int(v) <= vmax for k, v in row.items())
-            elif table == "CABLE_LENGTH":
-                assert all(re.fullmatch(r"Ethernet\d+", p) and re.fullmatch(r"\d+m", v)
-                           for p, v in row.items())
-            else:
-                assert set(row) <= SONIC_FIELDS[table], (table, set(row) - SONIC_FIELDS[table])
-            assert all(isinstance(v, str) for v in row.values()), (table, key)  # config_db
+def _validate(value, schema: dict, doc: dict, where: str, row: dict | None = None) -> None:
+    """The JSON-schema subset of SCHEMA plus its x- keywords (leafref, range, union, must)."""
+    if "enum" in schema:
+        assert value in schema["enum"], (where, value)
+    if schema.get("type") == "string" or "pattern" in schema:
+        assert isinstance(value, str), (where, value)   # config_db: every leaf a string
+    if "pattern" in schema:
+        alt = schema.get("x-or-pattern")
+        assert re.fullmatch(schema["pattern"], value) or (alt and re.fullmatch(alt, value)), \
+            (where, value)
+    if "x-range" in schema:
+        lo, hi = schema["x-range"]
+        assert lo <= int(value) <= hi, (where, value)
+    if "x-leafref" in schema and not (schema.get("x-or-pattern")
+                                      and re.fullmatch(schema["x-or-pattern"], value)):
+        assert value in doc.get(schema["x-leafref"], {}), (where, value, "dangling leafref")
+    if "x-ge" in schema and row is not None and schema["x-ge"] in row:
+        assert int(value) >= int(row[schema["x-ge"]]), (where, value)
+    if schema.get("type") == "object":
+        _validate_object(value, schema, doc, where)
 
 
-def _check_references(doc: dict) -> None:
-    for row in doc["PORT_QOS_MAP"].values():
-        for field, table in (("dscp_to_tc_map", "DSCP_TO_TC_MAP"),
-                             ("tc_to_queue_map", "TC_TO_QUEUE_MAP"),
-                             ("tc_to_pg_map", "TC_TO_PRIORITY_GROUP_MAP"),
-                             ("pfc_to_queue_map", "MAP_PFC_PRIORITY_TO_QUEUE")):
-            assert row[field] in doc[table]
-        assert row["pfc_enable"] == str(ROCE_PRIO)
-    for row in doc["QUEUE"].values():
-        assert row["scheduler"] in doc["SCHEDULER"]
-        assert row.get("wred_profile", "ROCE_LOSSLESS") in doc["WRED_PROFILE"]
-    for row in doc["BUFFER_PG"].values():
-        assert row["profile"] in doc["BUFFER_PROFILE"]
+def _validate_object(value, schema: dict, doc: dict, where: str) -> None:
+    assert isinstance(value, dict), (where, value)
+    for name in schema.get("required", ()):
+        assert name in value, (where, f"missing {name}")
+    for key, item in value.items():
+        if "propertyNames" in schema:
+            assert re.fullmatch(schema["propertyNames"]["pattern"], key), (where, key)
+        sub = schema.get("properties", {}).get(key)
+        for pat, s in schema.get("patternProperties", {}).items():
+            if sub is None and re.fullmatch(pat, key):
+                sub = s
+        if sub is None:
+            extra = schema.get("additionalProperties", True)
+            assert extra is not False, (where, f"unknown key {key}")
+            sub = extra if isinstance(extra, dict) else {}
+        _validate(item, sub, doc, f"{where}/{key}", value)
 
 
-def test_sonic_fragments_follow_the_schema(written):
+def check_sonic(doc: dict) -> None:
+    """AssertionError unless *doc* is a config_db fragment SONiC's YANG models accept (the
+    PORT table it refers to excepted: it is the switch's own)."""
+    _validate(doc, SCHEMA, doc, "config_db")
+    wd = doc.get("PFC_WD", {})
+    poll = int(wd.get("GLOBAL", {}).get("POLL_INTERVAL", 0))
+    for key, row in wd.items():       # YANG must: detection/restoration >= POLL_INTERVAL
+        for f in ("detection_time", "restoration_time"):
+            assert key == "GLOBAL" or f not in row or int(row[f]) >= poll, (key, f)
+
+
+def test_sonic_fragments_follow_the_yang_schema(written):
+    """Fails on the old fragments: no BUFFER_POOL, BUFFER_QUEUE or PFC_WD, comma-joined port
+    keys (the YANG lists key one port), BUFFER_PROFILE.pool naming a pool nobody defined."""
     fabric, out, _ = written
     for role in ("tor", "agg", "core"):
         doc = json.loads((out / f"sonic_config_db_{role}.json").read_text())
-        _check_sonic(doc)
-        _check_references(doc)
+        assert set(doc) == COMPLETE, set(doc) ^ COMPLETE
+        check_sonic(doc)
         dscp = doc["DSCP_TO_TC_MAP"]["ROCE"]
         assert dscp[str(ROCE_DSCP)] == str(ROCE_PRIO) and dscp[str(CNP_DSCP)] == str(CNP_PRIO)
         wred = doc["WRED_PROFILE"]["ROCE_LOSSLESS"]
         assert (int(wred["green_min_threshold"]), int(wred["green_max_threshold"])) == \
             (ECN["kmin_bytes"], ECN["kmax_bytes"])
-        assert wred["ecn"] == "ecn_all" and 0 <= int(wred["green_drop_probability"]) <= 100
-        for prof in doc["BUFFER_PROFILE"].values():  # xoff = the headroom formula
-            speed = re.search(r"pg_lossless_(\d+)_(\d+)m", [k for k, v in
-                              doc["BUFFER_PROFILE"].items() if v is prof][0])
-            assert int(prof["xoff"]) == headroom_bytes(int(speed.group(1)) * 10**6,
-                                                       float(speed.group(2)))
-            assert int(prof["size"]) == int(prof["xon"]) + int(prof["xoff"])
+        for name, prof in doc["BUFFER_PROFILE"].items():  # xoff = the headroom formula
+            m = re.fullmatch(r"pg_lossless_(\d+)_(\d+)m_profile", name)
+            if m:
+                assert int(prof["xoff"]) == headroom_bytes(int(m.group(1)) * 10**6,
+                                                           float(m.group(2)))
+                assert int(prof["size"]) == int(prof["xon"]) + int(prof["xoff"])
+        ports = [k for k in doc["PORT_QOS_MAP"]]
+        for p in ports:       # every port: lossless PG 3, its queues, a watchdog, a cable
+            assert doc["BUFFER_PG"][f"{p}|{ROCE_PRIO}"]["profile"].startswith("pg_lossless")
+            assert doc["BUFFER_QUEUE"][f"{p}|{ROCE_PRIO}"]["profile"] == "egress_lossless_profile"
+            assert doc["PFC_WD"][p]["action"] == "drop"
+            assert p in doc["CABLE_LENGTH"]["AZURE"]
+        pool = int(doc["BUFFER_POOL"]["ingress_lossless_pool"]["size"])
+        reserved = sum(int(doc["BUFFER_PROFILE"][r["profile"]]["size"])
+                       for k, r in doc["BUFFER_PG"].items() if k.endswith(f"|{ROCE_PRIO}"))
+        assert pool + reserved == int(doc["BUFFER_POOL"]["egress_lossless_pool"]["size"])
     tor = json.loads((out / "sonic_config_db_tor.json").read_text())
-    ports = next(iter(tor["PORT_QOS_MAP"])).split(",")
-    assert len(ports) == 8  # a k=8 fat-tree ToR: 4 host ports + 4 uplinks
+    assert len(tor["PORT_QOS_MAP"]) == 8  # a k=8 fat-tree ToR: 4 host ports + 4 uplinks
+    cables = {v for v in tor["CABLE_LENGTH"]["AZURE"].values()}
+    assert cables == {"5m", "40m"}         # host ports and uplinks: the tiers' cables
 
 
-def test_sonic_schema_check_can_fail():
+@pytest.mark.parametrize("bad", [
+    {"WRED_PROFILE": {"X": {"green_min": "1"}}},                          # unknown leaf
+    {"QUEUE": {"Ethernet0": {}}},                                         # key lacks |queue
+    {"PORT_QOS_MAP": {"Ethernet0,Ethernet4": {"pfc_enable": "3"}}},       # two ports, one key
+    {"BUFFER_PROFILE": {"p": {"pool": "ingress_lossless_pool", "size": "0"}}},  # no such pool
+    {"BUFFER_POOL": {"x": {"type": "ingress"}}},                          # mode is mandatory
+    {"PFC_WD": {"Ethernet0": {"detection_time": "50"}}},                  # below 100 ms
+    {"PFC_WD": {"GLOBAL": {"POLL_INTERVAL": "300"}, "Ethernet0": {"detection_time": "200"}}},
+    {"BUFFER_PROFILE": {"p": {"pool": "x", "size": "0", "dynamic_th": "9"}},
+     "BUFFER_POOL": {"x": {"type": "ingress", "mode": "static"}}},        # dynamic_th -8..7
+    {"SCHEDULER": {"s": {"type": "DWRR", "weight": 50}}},                 # not a string
+])
+def test_sonic_schema_check_can_fail(bad):
     with pytest.raises(AssertionError):
-        _check_sonic({"WRED_PROFILE": {"X": {"green_min": "1"}}})
-    with pytest.raises(AssertionError):
-        _check_sonic({"QUEUE": {"Ethernet0": {"scheduler": "s"}}})  # key lacks |queue
+        check_sonic(bad)
 
 
 # -- NVUE ------------------------------------------------------------------------------------
 
 _N = r"\d+"
 _TC = r"[0-7](,[0-7])*"
-#: Command forms of NVIDIA's NVUE reference ("Set and Unset Commands / QoS") used here, with
-#: the value ranges it gives.
+#: Command forms of NVIDIA's NVUE reference ("Set and Unset Commands / QoS") and the Cumulus
+#: Linux 5.14 QoS guide used here, with the value ranges they give. One release: no
+#: `nv set qos roce cable-length` (Cumulus 5.3 and earlier; 5.4+ set the PFC profile's).
 NVUE_GRAMMAR = [
     (r"nv set qos roce mode (lossy|lossless)", None),
-    (rf"nv set qos roce cable-length ({_N})", (1, 100000)),
     (r"nv set qos roce enable (on|off)", None),
     (r"nv set qos mapping (\S+) trust (l2|l3|port|both)", None),
     (rf"nv set qos mapping (\S+) dscp ({_N}(?:,{_N})*) switch-priority ([0-7])", None),
@@ -211,6 +239,9 @@ NVUE_GRAMMAR = [
      (1, 100)),
     (rf"nv set qos egress-scheduler (\S+) traffic-class ({_TC}) mode (dwrr|strict)", None),
     (rf"nv set qos egress-scheduler (\S+) traffic-class ({_TC}) bw-percent ({_N})", (1, 100)),
+    (rf"nv set qos pfc-watchdog polling-interval ({_N})", (1, 100000)),
+    (rf"nv set qos pfc-watchdog robustness ({_N})", (1, 1000)),
+    (r"nv set interface (swp\d+(?:-\d+)?(?:,swp\d+(?:-\d+)?)*) qos pfc-watchdog", None),
     (r"nv config apply", None),
 ]
 
@@ -236,14 +267,34 @@ def parse_nvue(text: str) -> list[tuple[str, list[str]]]:
 
 def test_nvue_commands_follow_the_grammar(written):
     _, out, _ = written
-    cmds = parse_nvue((out / "switch_nvue.txt").read_text())
-    assert cmds[-1][0] == "nv config apply"
-    text = (out / "switch_nvue.txt").read_text()
-    assert f"traffic-class {ROCE_PRIO} min-threshold {ECN['kmin_bytes']}" in text
-    assert f"traffic-class {ROCE_PRIO} max-threshold {ECN['kmax_bytes']}" in text
-    assert f"dscp {ROCE_DSCP} switch-priority {ROCE_PRIO}" in text
-    bw = [int(g[-1]) for f, g in cmds if "bw-percent" in f]
-    assert sum(bw) <= 100
+    for role in ("tor", "agg", "core"):
+        text = (out / f"switch_nvue_{role}.txt").read_text()
+        cmds = parse_nvue(text)
+        assert cmds[-1][0] == "nv config apply"
+        assert f"traffic-class {ROCE_PRIO} min-threshold {ECN['kmin_bytes']}" in text
+        assert f"traffic-class {ROCE_PRIO} max-threshold {ECN['kmax_bytes']}" in text
+        assert f"dscp {ROCE_DSCP} switch-priority {ROCE_PRIO}" in text
+        bw = [int(g[-1]) for f, g in cmds if "bw-percent" in f]
+        assert sum(bw) <= 100
+
+
+def test_nvue_one_release_cables_per_tier_and_a_watchdog(written):
+    """Fails on the old file: it mixed `nv set qos roce cable-length` (Cumulus <= 5.3) with
+    its replacement, put 100 m (latency / 5 ns) on every switch, and enabled no watchdog."""
+    fabric, out, _ = written
+    want = {"tor": 40, "agg": 300, "core": 300}       # the longest cable of each role's ports
+    for role, cable in want.items():
+        text = (out / f"switch_nvue_{role}.txt").read_text()
+        assert "Cumulus Linux 5.14" in text.splitlines()[0]
+        assert "roce cable-length" not in text
+        cmds = parse_nvue(text)
+        lengths = [int(g[-1]) for f, g in cmds if "cable-length" in f]
+        assert lengths == [cable], role
+        wd = [g[0] for f, g in cmds if f.startswith("nv set interface")]
+        n_ports = len({p for c in port_classes(fabric) if c.role == role for p in c.ports})
+        swps = sum(int(b) - int(a) + 1 if b else 1 for a, b in
+                   re.findall(r"swp(\d+)(?:-(\d+))?", wd[0]))
+        assert len(wd) == 1 and swps == n_ports, role
 
 
 def test_nvue_grammar_can_fail():
@@ -270,3 +321,55 @@ def test_nccl_env_complete_and_sourceable(written):
     assert Path(env["NCCL_TUNER_CONFIG_FILE"]) == (out / "nccl_tuner.csv").resolve()
     assert env["NCCL_NET_GDR_LEVEL"] in ("LOC", "PIX", "PXB", "PHB", "SYS")
     assert int(env["NCCL_IB_GID_INDEX"]) >= -1
+
+
+# -- netdev MTU (issue #26 item 5) -------------------------------------------------------------
+
+
+def test_nic_script_sets_the_netdev_mtu_first(written):
+    """Fails on the old script: it never set the netdev MTU (at 1500, RoCE's active MTU is
+    1024, while every headroom and CC figure assumes 4096)."""
+    from tuner.deploy import MIN_NETDEV_MTU, NETDEV_MTU, ROCE_HEADER_BYTES
+
+    _, out, _ = written
+    lines = _dry(out, "--dry-run", "mlx5_3")
+    ifc = "mlx5_3_netdev"
+    mtu = lines.index(f"+ ip link set dev {ifc} mtu {NETDEV_MTU}")
+    assert mtu < lines.index(f"+ mlnx_qos -i {ifc} --trust dscp")
+    assert f"+ test $(cat /sys/class/net/{ifc}/mtu) -ge {MIN_NETDEV_MTU}" in lines
+    # kernel iboe_get_mtu: IB MTU 4096 needs netdev MTU - 96 B of RoCE headers >= 4096
+    assert 4096 + ROCE_HEADER_BYTES <= MIN_NETDEV_MTU <= NETDEV_MTU
+
+
+def _fake_host(tmp: Path, mtu_after_ip: int) -> tuple[Path, dict]:
+    """A sysfs tree with mlx5_0 -> eth9 at MTU 1500 and an `ip` on PATH that sets the MTU to
+    *mtu_after_ip* (as a NIC that takes the command, or one that refuses jumbo frames)."""
+    sysfs, bindir = tmp / "sys", tmp / "bin"
+    (sysfs / "class/infiniband/mlx5_0/device/net/eth9").mkdir(parents=True)
+    net = sysfs / "class/net/eth9"
+    for d in ("ecn/roce_rp/enable", "ecn/roce_np/enable"):
+        (net / d).mkdir(parents=True)
+    (net / "mtu").write_text("1500\n")
+    bindir.mkdir()
+    for tool in ("mlnx_qos", "mlxconfig"):
+        (bindir / tool).write_text("#!/bin/sh\nexit 0\n")
+    (bindir / "ip").write_text(f"#!/bin/sh\necho {mtu_after_ip} > {net / 'mtu'}\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "NIC_SETUP_SYSFS": str(sysfs), "PATH": f"{bindir}:{os.environ['PATH']}"}
+    return net, env
+
+
+@pytest.mark.parametrize("after, code", [(9000, 0), (1500, 2)])
+def test_nic_script_refuses_an_mtu_below_roce_4096(written, tmp_path, after, code):
+    _, out, _ = written
+    net, env = _fake_host(tmp_path, after)
+    proc = subprocess.run(["bash", str(out / "nic_setup.sh"), "mlx5_0"], capture_output=True,
+                          text=True, env=env)
+    assert proc.returncode == code, proc.stderr
+    assert int((net / "mtu").read_text()) == after
+    if code:
+        assert "RoCE active MTU would be below 4096" in proc.stderr
+        assert not (net / "ecn/roce_rp/rpg_time_reset").exists()   # stopped before DCQCN
+    else:
+        assert (net / "ecn/roce_rp/rpg_time_reset").read_text().strip() == str(RP["rpg_time_reset"])

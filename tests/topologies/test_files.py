@@ -65,6 +65,10 @@ BAD = [
     ({"base": "nope"}, "base: got 'nope'; expected one of megascale"),
     ({"base": "megascale", "kind": "fat_tree"}, "kind: got 'fat_tree'; expected 'clos3', the kind of base"),
     ([1, 2, 3], "got [1, 2, 3]; expected a mapping"),
+    ({"kind": "clos3", "host_cable_m": 0}, "host_cable_m: got 0; expected a finite number > 0"),
+    ({"kind": "clos3", "agg_core_cable_m": 20000}, "agg_core_cable_m: got 20000; expected a finite number > 0 and <= 10,000"),
+    ({"kind": "leaf_spine", "uplink_cable_m": -3}, "uplink_cable_m: got -3; expected a finite number > 0"),
+    ({"kind": "fat_tree", "tor_agg_cable_m": "long"}, "tor_agg_cable_m: got 'long'"),
 ]
 
 

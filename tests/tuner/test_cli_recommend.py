@@ -31,7 +31,7 @@ def test_recommend_cli_small(tmp_path, capsys) -> None:
     assert steps[0] == "placement" and steps[-1] == "done" and "congestion" in steps
     assert len(doc["files"]) >= 6 and all((out / n).is_file() for n in (
         "nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf", "switch_qos.yaml", "placement.json",
-        "report.md", "nic_setup.sh", "switch_nvue.txt", "sonic_config_db_tor.json"))
+        "report.md", "nic_setup.sh", "switch_nvue_tor.txt", "sonic_config_db_tor.json"))
     rt = doc["details"]["retransmit"]["recommended"]
     assert rt["survivable_flap_s"] > doc["details"]["retransmit"]["design_flap_s"]
     # no RDMA device here: --probe falls back to the fabric file

@@ -36,6 +36,9 @@ def register(sub) -> argparse.ArgumentParser:
                    help="read HCAs and GIDs from this host's NICs (falls back to the fabric file)")
     p.add_argument("--budget", type=int, default=16,
                    help="packet-engine evaluations of the congestion-control search")
+    p.add_argument("--cc-samples", type=int, default=5,
+                   help="paired seeds per congestion-control scenario, in sample and held out "
+                   "(>= 5: fewer decide nothing)")
     p.add_argument("--free", default=None, type=Path, help="free servers file (see netsim place)")
     p.add_argument("--background", default=None, type=Path,
                    help="RUNNING.yaml: jobs already on the fabric (their servers are taken, "
@@ -85,11 +88,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.budget < 1:
         raise ValueError("--budget must be >= 1 packet-engine evaluation")
+    if args.cc_samples < 5:
+        raise ValueError(f"--cc-samples must be >= 5 paired seeds (got {args.cc_samples}): "
+                         "fewer cannot show a setting no worse with 95% confidence")
     parse_flaps(args.flaps)  # fail on a bad flap model before minutes of searching
     fabric = load_fabric(args.fabric)
     job = job_from_args(args)
     opts = RecommendOptions(
-        budget=args.budget, flaps=args.flaps, margin=args.margin, probe=args.probe,
+        budget=args.budget, cc_samples=args.cc_samples, flaps=args.flaps, margin=args.margin,
+        probe=args.probe,
         calibration=load_calibration(args.calibration),
         free_servers=read_free_servers(args.free, fabric) if args.free else None,
         seed=args.seed, scheduler=args.scheduler, workers=args.workers,

@@ -14,6 +14,8 @@ import argparse
 import numpy as np
 
 from tuner.cli._output import UsageError, format_table, print_json
+from tuner.cli._settings import plan_for as settings_plan
+from tuner.cli._settings import print_plan
 
 DEFAULT_FABRIC = "megascale"
 
@@ -129,15 +131,24 @@ def run(args: argparse.Namespace) -> int:
     fabric = load_fabric(args.fabric or DEFAULT_FABRIC)
     model = model_from_args(args)
     failed = failed_from_args(getattr(args, "fail_links", None), fabric)
+    plan = settings_plan(args, "flow")  # fills --qps from nccl.env unless given
     if getattr(args, "collective", None):
-        return _run_collective(args, fabric, model, failed, parse_bytes(args.size or "1GiB"))
-    return _run_traffic(args, fabric, model, failed, parse_bytes(args.size or "2MB"))
+        doc = _run_collective(args, fabric, model, failed, parse_bytes(args.size or "1GiB"))
+    else:
+        doc = _run_traffic(args, fabric, model, failed, parse_bytes(args.size or "2MB"))
+    if plan:
+        doc["settings_applied"] = plan.to_json(args.settings)
+    if args.json:
+        print_json(doc)
+    elif plan:
+        print_plan(plan, args.settings)
+    return 0
 
 
 LOAD_MODE_ABOVE_RANKS = 2048  # exact and load mode agree there (tests/netsim/collectives)
 
 
-def _run_collective(args, fabric, model, failed, size) -> int:
+def _run_collective(args, fabric, model, failed, size) -> dict:
     from netsim.collectives import alltoall_load, run_collective
 
     if model == "pfc":
@@ -158,18 +169,17 @@ def _run_collective(args, fabric, model, failed, size) -> int:
     doc = {"fabric": fabric.name, "engine": engine, **res.to_json()}
     doc["hottest_links"] = doc.get("hottest_links", [])[: args.top]
     if args.json:
-        print_json(doc)
-        return 0
+        return doc
     print(f"{res.op} ({res.algo}/{res.proto}) of {size} B over {res.ranks} ranks on "
           f"{res.servers} servers of {fabric.name}, model {res.model}")
     print(format_table(["time_s", "algbw_GBps", "busbw_GBps", "channels", "qps/conn", "QPs"],
                        [[res.time_s, res.algbw_GBps, res.busbw_GBps, res.channels,
                          res.qps_per_connection, res.qps]], floatfmt=".6g"))
     _print_links(doc)
-    return 0
+    return doc
 
 
-def _run_traffic(args, fabric, model, failed, size) -> int:
+def _run_traffic(args, fabric, model, failed, size) -> dict:
     from netsim.flow import simulate_flows
     from netsim.scenario import traffic
 
@@ -187,14 +197,13 @@ def _run_traffic(args, fabric, model, failed, size) -> int:
     doc = {"fabric": fabric.name, **res.to_json()}
     doc["hottest_links"] = doc["hottest_links"][: args.top]
     if args.json:
-        print_json(doc)
-        return 0
+        return doc
     print(f"{doc['flows']} flows ({doc['qps']} QPs) on {fabric.name}, model {res.model}")
     print(format_table(["makespan_s", "mean_Gbps", "min_Gbps", "events"],
                        [[doc["makespan_s"], doc["mean_throughput_Gbps"],
                          doc["min_throughput_Gbps"], doc["events"]]], floatfmt=".6g"))
     _print_links(doc)
-    return 0
+    return doc
 
 
 def _print_links(doc: dict) -> None:

@@ -14,6 +14,8 @@ import argparse
 import numpy as np
 
 from tuner.cli._output import UsageError, format_table, print_json
+from tuner.cli._settings import plan_for as settings_plan
+from tuner.cli._settings import print_plan
 
 DEFAULT_FABRIC = "fat-tree-k4"
 DEFAULT_SIZE = "1MB"
@@ -33,13 +35,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add(g, "--traffic", default=None,
          help="incast:N | incast | permutation | alltoall | FILE (.json/.yaml flows); "
               "default permutation")
-    _add(g, "--pfc", choices=["on", "off"], default="on", help="PFC on the RoCE class (default on)")
+    _add(g, "--pfc", choices=["on", "off"], default=None, help="PFC on the RoCE class (default on)")
     _add(g, "--flap", action="append", default=[], metavar="LINK@T+D",
          help="link flap: LINK (directed link id, U->V such as tor0->agg2, or first-hop) "
               "down at T for D, e.g. first-hop@100us+2ms (repeatable)")
-    _add(g, "--ib-timeout", type=int, default=20,
+    _add(g, "--ib-timeout", type=int, default=None,
          help="verbs timeout / NCCL_IB_TIMEOUT: retransmit timer 4.096 us x 2^N (default 20)")
-    _add(g, "--retry-cnt", type=int, default=7, help="NCCL_IB_RETRY_CNT, 0..7 (default 7)")
+    _add(g, "--retry-cnt", type=int, default=None, help="NCCL_IB_RETRY_CNT, 0..7 (default 7)")
     _add(g, "--adaptive-retrans", action="store_true",
          help="NIC adaptive retransmission (adap_retrans): short early retries, same budget")
     _add(g, "--mtu", type=int, default=4096, help="RoCE MTU in bytes (payload per packet)")
@@ -50,11 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _add(g, "--headroom", default=None, metavar="BYTES",
          help="PFC headroom per lossless ingress queue (default: what 802.1Qbb timing needs, "
               "2 x frame + 2 x cable bytes + peer response, per port)")
-    _add(g, "--ecn-kmin", default="150KB", help="ECN Kmin on the RoCE egress queue (default 150KB)")
-    _add(g, "--ecn-kmax", default="1500KB", help="ECN Kmax (default 1500KB)")
+    _add(g, "--ecn-kmin", default=None, help="ECN Kmin on the RoCE egress queue (default 150KB)")
+    _add(g, "--ecn-kmax", default=None, help="ECN Kmax (default 1500KB)")
     _add(g, "--max-time", default="10s", help="stop the simulated clock here (default 10s)")
     _add(g, "--cc-param", action="append", default=[], metavar="KEY=VALUE",
-         help="congestion-control parameter (netsim.cc field name), repeatable")
+         help="congestion-control parameter, repeatable: a netsim.cc field name "
+              "(rpg_time_reset_us=50) or the ConnectX firmware name nic_dcqcn.conf writes "
+              "(rpg_time_reset=50; table netsim.cc.params.FIRMWARE_PARAMS)")
     _add(g, "--ecn-mark-at", choices=["dequeue", "enqueue"], default="dequeue",
          help="where switches mark ECN (default dequeue, as HPCC ns-3)")
     _add(g, "--ack-class", choices=["qp", "priority"], default="qp",
@@ -92,30 +96,46 @@ def _flows(args, fabric, size: int, rng):
     raise UsageError(f"--traffic {spec!r}: use incast:N, permutation, alltoall or a .json/.yaml file")
 
 
-def config_from_args(args):
-    """A :class:`PacketConfig` from the CLI flags."""
+def cc_params_from_args(args) -> dict:
+    """``--cc-param`` pairs, firmware names (``rpg_time_reset``) renamed to engine fields."""
+    from netsim.cc.params import PARAMS_BY_CC, engine_names, parse_cc_params
+
+    cls = PARAMS_BY_CC.get(args.cc or "dcqcn")
+    fields = cls.__dataclass_fields__ if cls is not None else ()
+    return engine_names(parse_cc_params(args.cc_param or ()), fields)
+
+
+def config_from_args(args, settings_knobs=None):
+    """A :class:`PacketConfig` from the CLI flags (unset flags: the defaults in their help),
+    with ``settings_knobs`` of ``--settings`` (``cc_params`` fields and ``ecn_pmax``) under them."""
     from netsim.packet import PacketConfig
     from topologies.units import parse_bytes, parse_duration_ps
 
-    cc_params = {}
-    if args.cc_param:
-        from netsim.cc import parse_cc_params
-
-        cc_params = parse_cc_params(args.cc_param)
+    knobs = settings_knobs or {}
+    cc_params = {**knobs.get("cc_params", {}), **cc_params_from_args(args)}
     return PacketConfig(
-        mtu_bytes=args.mtu, cc=args.cc or "dcqcn", cc_params=cc_params, pfc=args.pfc == "on",
-        ib_timeout=args.ib_timeout, retry_cnt=args.retry_cnt,
+        mtu_bytes=args.mtu, cc=args.cc or "dcqcn", cc_params=cc_params,
+        pfc=(args.pfc or "on") == "on", ib_timeout=_or(args.ib_timeout, 20),
+        retry_cnt=_or(args.retry_cnt, 7),
         adaptive_retrans=args.adaptive_retrans, ack_every_packets=args.ack_every,
-        buffer_bytes=parse_bytes(args.buffer), ecn_kmin_bytes=parse_bytes(args.ecn_kmin),
+        buffer_bytes=parse_bytes(args.buffer),
+        ecn_kmin_bytes=parse_bytes(_or(args.ecn_kmin, "150KB")),
         headroom_bytes=(None if getattr(args, "headroom", None) is None
                         else parse_bytes(args.headroom)),
-        ecn_kmax_bytes=parse_bytes(args.ecn_kmax), max_time_ps=parse_duration_ps(args.max_time),
+        ecn_kmax_bytes=parse_bytes(_or(args.ecn_kmax, "1500KB")),
+        ecn_pmax=knobs.get("ecn_pmax", PacketConfig.ecn_pmax),
+        max_time_ps=parse_duration_ps(args.max_time),
         ecn_mark_at=getattr(args, "ecn_mark_at", "dequeue"),
         ack_class=getattr(args, "ack_class", "qp"),
         pfc_pause_quanta=getattr(args, "pfc_pause_quanta", 65535),
         pfc_response_quanta=getattr(args, "pfc_response_quanta", None),
         pfc_watchdog_ps=_duration_or_none(getattr(args, "pfc_watchdog", None)),
         link_detect_ps=_duration_or_none(getattr(args, "link_detect", "10ms")))
+
+
+def _or(value, default):
+    """A flag's value, or its default when it was not given."""
+    return default if value is None else value
 
 
 def _duration_or_none(text):
@@ -143,8 +163,9 @@ def run(args: argparse.Namespace) -> int:
     fabric = load_fabric(name)
     size = parse_bytes(args.size or DEFAULT_SIZE)
     rng = np.random.default_rng(args.seed)
+    plan = settings_plan(args, "packet", set(cc_params_from_args(args)))
     flows = _flows(args, fabric, size, rng)
-    config = config_from_args(args)
+    config = config_from_args(args, plan.knobs if plan else None)
     router = Router(fabric, seed=args.seed)
     first_hop = None
     if flows:
@@ -168,10 +189,14 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     if args.plot:
         doc["plots"] = [str(p) for p in write_series(res, args.plot)]
+    if plan:
+        doc["settings_applied"] = plan.to_json(args.settings)
     if args.json:
         print_json(doc)
     else:
         _print_table(res, fabric.name, doc.get("plots"))
+        if plan:
+            print_plan(plan, args.settings)
     return 0
 
 

@@ -10,6 +10,7 @@ import argparse
 import importlib
 
 from tuner.cli._output import add_command, add_json_flag
+from tuner.cli._settings import add_argument as add_settings_argument
 
 LEVELS = {"packet": "tuner.cli.sim_packet", "flow": "tuner.cli.sim_flow"}
 
@@ -29,6 +30,7 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--cc", default=None, choices=["none", "dcqcn", "swift", "hybrid"],
                    help="congestion control (packet: per QP; flow: sharing model)")
     p.add_argument("--seed", type=int, default=0, help="seed of every random choice")
+    add_settings_argument(p)
     add_json_flag(p)
     for module_name in LEVELS.values():
         try:

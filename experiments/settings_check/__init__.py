@@ -1,0 +1,1 @@
+"""Check a recommendation on other traffic: ``netsim simulate`` with and without ``--settings``."""
