@@ -430,6 +430,21 @@ def parse_text(text: str, fmt: str, source: str, *, nonfinite: bool = True) -> A
         raise
 
 
+def nonempty_list(data: Any, key: str, source: str, wrapper: str, expected: str,
+                  example: Any) -> list:
+    """``data`` as a non-empty list: a list itself, or a mapping whose one key is ``key``
+    holding the list. ``wrapper`` says that mapping for the message ("one key 'flows' (a
+    list)"); ``expected`` and ``example`` say the list, as in :class:`InputError`."""
+    if isinstance(data, dict):
+        if set(data) != {key}:
+            raise InputError(source, problem=f"expected {wrapper}, got keys "
+                             f"{sorted(map(str, data))}")
+        data = data[key]
+    if not isinstance(data, list) or not data:
+        raise InputError(source, key, data, expected, example)
+    return data
+
+
 def read_data(path: str | Path, what: str = "input", *, max_bytes: int = MAX_FILE_BYTES,
               default_format: str = "yaml", nonfinite: bool = True) -> Any:
     """Parse a ``.json`` (JSON) or any other (YAML, a superset of JSON) file."""

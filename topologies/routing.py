@@ -123,6 +123,25 @@ def qp_udp_sport(qpn, remote_qpn=1):
     return int(port) if scalar else port
 
 
+def _positions(src, dst, n: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Source and destination positions (``what``: "nic" or "gpu") as flat int64 arrays of one
+    length, each in 0..n-1."""
+    a = np.asarray(src, dtype=np.int64).ravel()
+    b = np.asarray(dst, dtype=np.int64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"src_{what} and dst_{what} must have the same length")
+    if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n):
+        raise ValueError(f"src_{what}/dst_{what}: {what.upper()} positions must be in 0..{n - 1}")
+    return a, b
+
+
+def _indptr(lengths: np.ndarray) -> np.ndarray:
+    """CSR row pointers of rows of these lengths: ``indptr[i]:indptr[i + 1]`` is row ``i``."""
+    indptr = np.zeros(lengths.size + 1, np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    return indptr
+
+
 class Router:
     """Up/down ECMP router of a :class:`Fabric`.
 
@@ -177,13 +196,7 @@ class Router:
             ``links[indptr[i]:indptr[i + 1]]`` are the directed link ids of flow ``i``.
         """
         fab = self.fabric
-        a = np.asarray(src_nic, dtype=np.int64).ravel()
-        b = np.asarray(dst_nic, dtype=np.int64).ravel()
-        n_nic = len(fab.nics)
-        if a.shape != b.shape:
-            raise ValueError("src_nic and dst_nic must have the same length")
-        if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_nic):
-            raise ValueError(f"src_nic/dst_nic: NIC positions must be in 0..{n_nic - 1}")
+        a, b = _positions(src_nic, dst_nic, len(fab.nics), "nic")
         sp = np.broadcast_to(np.asarray(sport, dtype=np.uint32), a.shape)
         h = crc32_tuple(fab.nic_ip[a], fab.nic_ip[b], sp)
         hops = np.full((a.size, 6), -1, np.int64)
@@ -200,34 +213,18 @@ class Router:
                 hops[sel] = sub
         same = a == b
         hops[same] = -1
-        lengths = (hops >= 0).sum(axis=1)
-        indptr = np.zeros(a.size + 1, np.int64)
-        np.cumsum(lengths, out=indptr[1:])
-        return indptr, hops[hops >= 0]
+        return _indptr((hops >= 0).sum(axis=1)), hops[hops >= 0]
 
     def route_gpus(self, src_gpu, dst_gpu, sport) -> tuple[np.ndarray, np.ndarray]:
         """Route many flows GPU to GPU: like :meth:`route_many`, with the hops inside servers.
 
-        Parameters
-        ----------
-        src_gpu, dst_gpu : array_like of int
-            Positions in ``fabric.gpus``.
-        sport : array_like of int
-            UDP source port of each flow (broadcasts); unused for flows inside a server.
-
-        Returns
-        -------
-        indptr, links : CSR as in :meth:`route_many`. Two GPUs of one server use
-        ``[gpu -> nvswitch, nvswitch -> gpu]``; others ``[pcie up] + NIC route + [pcie down]``.
+        ``src_gpu``, ``dst_gpu`` are positions in ``fabric.gpus``; ``sport`` (broadcast) is
+        unused for flows inside a server. Returns the CSR ``indptr, links`` of
+        :meth:`route_many`: two GPUs of one server use ``[gpu -> nvswitch, nvswitch -> gpu]``,
+        others ``[pcie up] + NIC route + [pcie down]``.
         """
         fab = self.fabric
-        a = np.asarray(src_gpu, dtype=np.int64).ravel()
-        b = np.asarray(dst_gpu, dtype=np.int64).ravel()
-        n_gpu = len(fab.gpus)
-        if a.shape != b.shape:
-            raise ValueError("src_gpu and dst_gpu must have the same length")
-        if a.size and (min(a.min(), b.min()) < 0 or max(a.max(), b.max()) >= n_gpu):
-            raise ValueError(f"src_gpu/dst_gpu: GPU positions must be in 0..{n_gpu - 1}")
+        a, b = _positions(src_gpu, dst_gpu, len(fab.gpus), "gpu")
         up, down, nvl_up, nvl_down = self._gpu_links()
         sp = np.broadcast_to(np.asarray(sport, dtype=np.uint32), a.shape)
         g = fab.gpus_per_server
@@ -238,8 +235,7 @@ class Router:
         lengths = np.zeros(a.size, np.int64)
         lengths[local] = 2
         lengths[net] = np.diff(n_ptr) + 2
-        indptr = np.zeros(a.size + 1, np.int64)
-        np.cumsum(lengths, out=indptr[1:])
+        indptr = _indptr(lengths)
         links = np.empty(indptr[-1], np.int64)
         start = indptr[:-1]
         links[start[local]], links[start[local] + 1] = nvl_up[a[local]], nvl_down[b[local]]

@@ -128,18 +128,30 @@ class Comm:
             h.wait()
         return h
 
+    def _fused(self, op: str, fn: Callable | None, out: torch.Tensor, inp: torch.Tensor,
+               counted: torch.Tensor, group: Group, kind: str, async_op: bool,
+               overlapped: bool) -> Handle | None:
+        """Run the tensor form ``fn`` of ``op`` and record it (size and dtype of ``counted``);
+        None when this build lacks it or the backend refused it (now or before): the caller
+        then falls back."""
+        if fn is None or op in self.fallbacks:
+            return None
+        try:
+            work = fn(out, inp, group=self._pg(group, kind, overlapped), async_op=True)
+            h = self._record(op, kind, group.ranks, nbytes(counted), dtype_name(counted),
+                             overlapped, op, [work])
+            return h if async_op else (h.wait() or h)
+        except (RuntimeError, NotImplementedError):
+            self.fallbacks.add(op)
+            return None
+
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, group: Group, kind: str,
                        async_op: bool = False, overlapped: bool = False) -> Handle:
         """Sum ``inp`` over the group; this rank keeps chunk ``group.index(rank)`` in ``out``."""
-        fn = _reduce_scatter_fn()
-        if fn is not None and "reduce_scatter" not in self.fallbacks:
-            try:
-                work = fn(out, inp, group=self._pg(group, kind, overlapped), async_op=True)
-                h = self._record("reduce_scatter", kind, group.ranks, nbytes(inp), dtype_name(inp),
-                                 overlapped, "reduce_scatter", [work])
-                return h if async_op else (h.wait() or h)
-            except (RuntimeError, NotImplementedError):
-                self.fallbacks.add("reduce_scatter")
+        h = self._fused("reduce_scatter", _reduce_scatter_fn(), out, inp, inp, group, kind,
+                        async_op, overlapped)
+        if h is not None:
+            return h
         # fallback: all-reduce a copy, keep this rank's chunk (same result, n/(n-1)x more bytes)
         buf = inp.clone()
         work = dist.all_reduce(buf, group=self._pg(group, kind, overlapped), async_op=True)
@@ -152,15 +164,10 @@ class Comm:
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, group: Group, kind: str,
                    async_op: bool = False, overlapped: bool = False) -> Handle:
         """Concatenate every rank's ``inp`` into ``out`` (rank order of the group)."""
-        fn = _all_gather_fn()
-        if fn is not None and "all_gather" not in self.fallbacks:
-            try:
-                work = fn(out, inp, group=self._pg(group, kind, overlapped), async_op=True)
-                h = self._record("all_gather", kind, group.ranks, nbytes(out), dtype_name(out),
-                                 overlapped, "all_gather", [work])
-                return h if async_op else (h.wait() or h)
-            except (RuntimeError, NotImplementedError):
-                self.fallbacks.add("all_gather")
+        h = self._fused("all_gather", _all_gather_fn(), out, inp, out, group, kind, async_op,
+                        overlapped)
+        if h is not None:
+            return h
         chunks = list(out.chunk(group.size))
         work = dist.all_gather(chunks, inp, group=self._pg(group, kind, overlapped), async_op=True)
         h = self._record("all_gather", kind, group.ranks, nbytes(out), dtype_name(out),

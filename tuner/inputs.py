@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from inputspec import InputError, from_dict, read_text, rule, to_dict
-from inputspec.core import parse_text
+from inputspec.core import nonempty_list, parse_text
 
 PLACEMENT_SCHEMA = "netsim-placement/1"
 
@@ -132,14 +132,8 @@ def read_free_servers(path: str | Path, fabric) -> list[int]:
         data = parse_text(text, "yaml", source)
     else:
         data = text.replace(",", " ").split()
-    if isinstance(data, dict):
-        if set(data) != {"servers"}:
-            raise InputError(source, problem="expected one key 'servers' (a list), got keys "
-                             f"{sorted(map(str, data))}")
-        data = data["servers"]
-    if not isinstance(data, list) or not data:
-        raise InputError(source, "servers", data, "server names or positions (a list)",
-                         fabric.servers[:2])
+    data = nonempty_list(data, "servers", source, "one key 'servers' (a list)",
+                         "server names or positions (a list)", fabric.servers[:2])
     return _server_positions(data, fabric, source)
 
 

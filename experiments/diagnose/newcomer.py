@@ -14,7 +14,6 @@ hardware with the cores left to the run); "without" drops ``host.utilization``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments._output import print_rows
 from netsim.diagnose.calibrated import default_host_cores, hardware_for
 from netsim.diagnose.calibration import fit_calibration, fit_host_on_iterations, job_from_trace
 from netsim.traces.records import read_trace_dir
@@ -75,15 +75,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     dirs = [Path(x) for x in args.dirs] if args.dirs else [
         run_trainer(Path(args.out) / f"r{k}", args.steps) for k in range(args.repeats)]
-    rows = [row(d) for d in dirs]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    for r in rows:
-        print(f"{r['dir']}: {r['steps']} steps, load {r['loadavg_1m']:.1f}, ranks used "
-              f"{r['trainer_cores']:.2f} of {r['available_cores']:.2f} cores: "
-              f"{r['error']:+.1%} ({r['error_without_utilization']:+.1%} without utilization)")
+    print_rows([row(d) for d in dirs], args.json, _line)
     return 0
+
+
+def _line(r: dict) -> str:
+    return (f"{r['dir']}: {r['steps']} steps, load {r['loadavg_1m']:.1f}, ranks used "
+            f"{r['trainer_cores']:.2f} of {r['available_cores']:.2f} cores: "
+            f"{r['error']:+.1%} ({r['error_without_utilization']:+.1%} without utilization)")
 
 
 if __name__ == "__main__":

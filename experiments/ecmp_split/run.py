@@ -8,13 +8,13 @@ into ``DIR/collisions`` and ``DIR/iteration``, then writes ``DIR/summary.csv``,
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
 import sweeps as sweep
+from experiments._output import finish_figure, parse_study_args, write_csv
 from experiments._sweeps import ok_rows, run_spec_files, study_parser
 from experiments.ecmp_split.study import BinsForm
 
@@ -35,34 +35,32 @@ def _ok(results) -> list[dict]:
 
 def summarize_collisions(rows: list[dict]) -> list[dict]:
     """Mean over seeds of each (fabric, pattern, qps, hashing): slowdown mean/p99/max."""
-    acc: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        acc[(r["fabric"], r["pattern"], r["qps"], r["hashing"])].append(r)
-    out = []
-    for (fab, pat, q, h), rs in sorted(acc.items()):
-        out.append({"fabric": fab, "pattern": pat, "qps": q, "hashing": h, "seeds": len(rs),
-                    "mean_slowdown": float(np.mean([r["mean"] for r in rs])),
-                    "p99_slowdown": float(np.mean([r["p99"] for r in rs])),
-                    "max_slowdown": float(np.max([r["max"] for r in rs])),
-                    "collided_fraction": float(np.mean([r["collided_fraction"] for r in rs]))})
-    return out
+    return _over_seeds(rows, ("fabric", "pattern", "qps", "hashing"), lambda rs: {
+        "mean_slowdown": _mean(rs, "mean"), "p99_slowdown": _mean(rs, "p99"),
+        "max_slowdown": float(np.max([r["max"] for r in rs])),
+        "collided_fraction": _mean(rs, "collided_fraction")})
 
 
 def summarize_iteration(rows: list[dict]) -> list[dict]:
     """Mean over seeds of each (fabric, placement, qps, hashing): iteration and ECMP cost."""
+    return _over_seeds(rows, ("fabric", "placement", "qps", "hashing"), lambda rs: {
+        "gpus": rs[0]["gpus"], "iteration_s": _mean(rs, "iteration_s"),
+        "iteration_nonblocking_s": _mean(rs, "iteration_nonblocking_s"),
+        "ecmp_cost": _mean(rs, "ecmp_cost"), "mfu": _mean(rs, "mfu")})
+
+
+def _over_seeds(rows: list[dict], keys: tuple[str, ...], stats) -> list[dict]:
+    """One row per value of ``keys`` (sorted): the keys, the number of seeds and
+    ``stats(rows of that value)``."""
     acc: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        acc[(r["fabric"], r["placement"], r["qps"], r["hashing"])].append(r)
-    out = []
-    for (fab, pl, q, h), rs in sorted(acc.items()):
-        out.append({"fabric": fab, "placement": pl, "qps": q, "hashing": h, "seeds": len(rs),
-                    "gpus": rs[0]["gpus"],
-                    "iteration_s": float(np.mean([r["iteration_s"] for r in rs])),
-                    "iteration_nonblocking_s": float(np.mean(
-                        [r["iteration_nonblocking_s"] for r in rs])),
-                    "ecmp_cost": float(np.mean([r["ecmp_cost"] for r in rs])),
-                    "mfu": float(np.mean([r["mfu"] for r in rs]))})
-    return out
+        acc[tuple(r[k] for k in keys)].append(r)
+    return [{**dict(zip(keys, key, strict=True)), "seeds": len(rs), **stats(rs)}
+            for key, rs in sorted(acc.items())]
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return float(np.mean([r[key] for r in rows]))
 
 
 def closed_form() -> dict[str, float]:
@@ -70,13 +68,6 @@ def closed_form() -> dict[str, float]:
     connections onto 32 x 400G uplinks (split) vs 32 x 400G onto 32 x 400G (not split)."""
     return {"split": BinsForm(n=64, m=32, c=2).mean_slowdown(),
             "nosplit": BinsForm(n=32, m=32, c=1).mean_slowdown()}
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
 
 
 # ------------------------------------------------------------------------------ figures
@@ -103,10 +94,7 @@ def plot_qps(summary: list[dict], path: Path | None = None):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("mean collision slowdown (x non-blocking time)")
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def plot_cdf(results_rows: list[dict], path: Path | None = None):
@@ -131,10 +119,7 @@ def plot_cdf(results_rows: list[dict], path: Path | None = None):
     ax.set_xlim(0.95, None)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def plot_iteration(summary: list[dict], path: Path | None = None):
@@ -169,10 +154,7 @@ def plot_iteration(summary: list[dict], path: Path | None = None):
     axes[0].legend(fontsize=8)
     fig.suptitle(f"GPT-3 175B, TP 8 PP 8, {summary[0]['gpus']} GPUs "
                  "(split: 200G NICs; nosplit: 400G NICs)", fontsize=10)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------ entry point
@@ -180,8 +162,7 @@ def plot_iteration(summary: list[dict], path: Path | None = None):
 
 def main(argv: list[str] | None = None) -> int:
     p = study_parser(__doc__, "the 12,288-GPU fabric, more seeds")
-    args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = parse_study_args(p, argv)
     results = run_specs(args.out, args.full, args.workers, args.scheduler)
     coll_rows, it_rows = _ok(results["collisions"]), _ok(results["iteration"])
     summary, iteration = summarize_collisions(coll_rows), summarize_iteration(it_rows)

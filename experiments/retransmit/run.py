@@ -8,12 +8,12 @@ Sweeps ``closed_form.yaml`` (every setting x flap length, closed form) and ``pac
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
 import numpy as np
 
+from experiments._output import finish_figure, parse_study_args, write_csv
 from experiments._sweeps import ok_rows, run_spec_files, study_parser
 from experiments.retransmit.study import job_survival
 
@@ -74,13 +74,6 @@ def settings_table(closed: list[dict], median_s: float, p99_s: float,
     return out
 
 
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 # ------------------------------------------------------------------------------ figures
 
 
@@ -118,10 +111,7 @@ def plot_stall(closed: list[dict], packet: list[dict], path: Path | None = None,
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("stall: flap start to recovery (s)")
     axes[0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def plot_tradeoff(settings: list[dict], path: Path | None = None):
@@ -145,10 +135,7 @@ def plot_tradeoff(settings: list[dict], path: Path | None = None):
     ax.set_ylabel("dead-link detection time (s)")
     ax.set_title("NCCL_IB_TIMEOUT (labels) x NCCL_IB_RETRY_CNT (size)")
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 # ------------------------------------------------------------------------------ entry point
@@ -159,8 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flap-median", type=float, default=FLAP_MEDIAN_S, help="seconds")
     p.add_argument("--flap-p99", type=float, default=FLAP_P99_S, help="seconds")
     p.add_argument("--flaps-per-job", type=int, default=FLAPS_PER_JOB)
-    args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = parse_study_args(p, argv)
     rows = run_specs(args.out, args.full, args.workers, args.scheduler)
     closed, packet = rows["closed_form"], rows["packet"]
     check = crosscheck(closed, packet)

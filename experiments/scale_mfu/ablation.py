@@ -12,6 +12,7 @@ The published rows themselves are compared in ``experiments.scale_mfu.megascale_
 
 from __future__ import annotations
 
+from experiments._output import finish_figure
 from experiments.scale_mfu.megascale_tables import WINDOW, paper_job, predicted_mfu
 from netsim.workload.megascale_opts import ablation_steps
 
@@ -55,10 +56,7 @@ def plot_ablation(rows: list[dict], path=None):
     ax.set_ylabel("predicted MFU (%)")
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 if __name__ == "__main__":  # pragma: no cover

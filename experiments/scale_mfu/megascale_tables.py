@@ -29,11 +29,11 @@ from __future__ import annotations
 import argparse
 import csv
 import functools
-import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from experiments._output import finish_figure, print_rows, write_csv
 from netsim.model.hardware import A100
 from netsim.workload import JobSpec, Overlap, predict
 from netsim.workload.megascale_opts import MegaScaleOpts, ablation_steps, apply
@@ -180,10 +180,7 @@ def plot(results: list[dict], path=None):
     a3.legend(fontsize=7)
     for ax in (a2, a3):
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,19 +196,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         name = "megascale_tables_flow" if args.flow else "megascale_tables"
-        with open(args.out / f"{name}.csv", "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(results[0]))
-            w.writeheader()
-            w.writerows(results)
+        write_csv(args.out / f"{name}.csv", results)
         plot(results, args.out / f"{name}.png")
-    if args.json:
-        print(json.dumps(results, indent=1))
-        return 0
-    for r in results:
-        print(f"T{r['table']} {r['row']:>2} {r['method']:<30} {r['gpus']:>6} {r['batch']:>5} "
-              f"published {100 * r['published_mfu']:5.1f}% predicted "
-              f"{100 * r['predicted_mfu']:5.1f}% ({100 * r['error']:+5.1f}%)")
+    print_rows(results, args.json, _line, indent=1)
     return 0
+
+
+def _line(r: dict) -> str:
+    return (f"T{r['table']} {r['row']:>2} {r['method']:<30} {r['gpus']:>6} {r['batch']:>5} "
+            f"published {100 * r['published_mfu']:5.1f}% predicted "
+            f"{100 * r['predicted_mfu']:5.1f}% ({100 * r['error']:+5.1f}%)")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,9 +7,9 @@ through ``sweeps``, resumable into ``DIR/overlaps`` and ``DIR/network``; writes
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+from experiments._output import finish_figure, parse_study_args, write_csv
 from experiments._sweeps import ok_rows, run_spec_files, study_parser
 
 HERE = Path(__file__).resolve().parent
@@ -29,13 +29,6 @@ def run_specs(out: Path, full: bool, workers: int | None, scheduler: str | None,
 def _ok(results) -> list[dict]:
     return sorted(ok_rows(results, "scale_mfu"),
                   key=lambda r: (r["gpus"], r["overlap"], r["network"]))
-
-
-def write_csv(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
 
 
 def _series(rows, **match):
@@ -67,10 +60,7 @@ def plot_overlaps(rows: list[dict], path: Path | None = None):
     ax.set_ylabel("predicted MFU (%)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def plot_network(rows: list[dict], path: Path | None = None):
@@ -92,16 +82,12 @@ def plot_network(rows: list[dict], path: Path | None = None):
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("predicted MFU (%)")
     axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    if path:
-        fig.savefig(path, dpi=120)
-    return fig
+    return finish_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = study_parser(__doc__, "eight scales from 256 to 12,288 GPUs")
-    args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = parse_study_args(p, argv)
     rows = run_specs(args.out, args.full, args.workers, args.scheduler)
     rows["network"] = sorted(rows["network"] + [r for r in rows["overlaps"]
                                                 if r["overlap"] in ("none", "all")],

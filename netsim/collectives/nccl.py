@@ -94,29 +94,28 @@ class NcclConfig:
     def _table_algo(self) -> str:
         return "tree" if self.algo == "tree" else "ring"
 
+    def _latency_s(self, override_us: float | None, table: dict) -> float:
+        """``override_us`` (when set) or the table's value for this algorithm and protocol,
+        in seconds."""
+        us = override_us
+        if us is None:
+            us = table[self._table_algo()][self.proto]
+        return us * 1e-6
+
     @property
     def alpha_nvlink_s(self) -> float:
         """Latency of one NVLink step, seconds."""
-        us = self.alpha_nvlink_us
-        if us is None:
-            us = _HW_LAT_NVLINK_US[self._table_algo()][self.proto]
-        return us * 1e-6
+        return self._latency_s(self.alpha_nvlink_us, _HW_LAT_NVLINK_US)
 
     @property
     def alpha_net_s(self) -> float:
         """Latency of one network step, seconds (plus a work request per QP when splitting)."""
-        us = self.alpha_net_us
-        if us is None:
-            us = _HW_LAT_NET_US[self._table_algo()][self.proto]
-        return us * 1e-6
+        return self._latency_s(self.alpha_net_us, _HW_LAT_NET_US)
 
     @property
     def base_latency_s(self) -> float:
         """Fixed latency of one collective call, seconds."""
-        us = self.base_latency_us
-        if us is None:
-            us = _BASE_LAT_US[self._table_algo()][self.proto]
-        return us * 1e-6
+        return self._latency_s(self.base_latency_us, _BASE_LAT_US)
 
     @property
     def proto_efficiency(self) -> float:

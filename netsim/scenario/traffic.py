@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from inputspec import InputError, from_dict, read_data, rule
-from inputspec.core import construct
+from inputspec.core import construct, nonempty_list
 from topologies.units import ns_to_ps, parse_bytes
 
 
@@ -140,13 +140,9 @@ def load_flows(path: str | Path) -> list[Flow]:
     if path.suffix.lower() not in (".yaml", ".yml", ".json"):
         raise InputError(source, problem="use a .json or .yaml file")
     data = read_data(path, "flow")
-    if isinstance(data, dict):
-        if set(data) != {"flows"}:
-            raise InputError(source, problem="expected one top-level key 'flows' (a list of "
-                             f"{{src, dst, bytes}}), got keys {sorted(map(str, data))}")
-        data = data["flows"]
-    if not isinstance(data, list) or not data:
-        raise InputError(source, "flows", data, "a non-empty list of {src, dst, bytes}",
+    data = nonempty_list(data, "flows", source,
+                         "one top-level key 'flows' (a list of {src, dst, bytes})",
+                         "a non-empty list of {src, dst, bytes}",
                          [{"src": "gpu0", "dst": "gpu8", "bytes": 2097152}])
     return [_flow_from_record(rec, i, source) for i, rec in enumerate(data)]
 

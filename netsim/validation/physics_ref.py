@@ -21,7 +21,6 @@ commands and the results are in ``tests/data/hpcc-ns3/README.md`` ("Physics runs
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import sys
@@ -34,8 +33,11 @@ from netsim.validation.reference import (
     NS3_START_S,
     RefScenario,
     ecn_for,
+    ns3_cli,
     ns3_inputs,
+    run_cli,
     topology,
+    write_json_gz,
 )
 
 #: Scenarios of the physics matrix run on the reference (long = 100 MB per flow).
@@ -178,35 +180,30 @@ def _series(rec: np.ndarray, start_ns: float, end_ns: float, bins: int = 200) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m netsim.validation.physics_ref",
-                                 description="Issue 17's physics criteria on the HPCC ns-3 reference.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("inputs", help="write traced ns-3 inputs of the physics scenarios")
-    a.add_argument("out_dir", type=Path)
-    a.add_argument("--scenario", action="append", default=None)
+    ap, sub = ns3_cli("python -m netsim.validation.physics_ref",
+                      "Issue 17's physics criteria on the HPCC ns-3 reference.", "inputs",
+                      "write traced ns-3 inputs of the physics scenarios")
     b = sub.add_parser("summarize", help="figures of ns-3 run directories DIR/<scenario>/run<N>")
     b.add_argument("out", type=Path)
     b.add_argument("--runs", action="append", required=True, metavar="LABEL=DIR",
                    help="a reference build's runs, e.g. plain=RUNS or repaced=RUNS2 (repeatable)")
-    args = ap.parse_args(argv)
-    try:
-        if args.cmd == "inputs":
-            for name in args.scenario or PHYSICS_SCENARIOS:
-                ns3_physics_inputs(name, args.out_dir / name)
-                print(name)
-            return 0
-        runs = []
-        for spec in args.runs:
-            label, sep, where = spec.partition("=")
-            if not sep:
-                raise ValueError(f"--runs {spec!r}: give LABEL=DIR, e.g. plain=/tmp/runs")
-            runs += _summarize_dir(label, Path(where))
-        doc = json.dumps({"runs": runs}, separators=(",", ":"))
-        args.out.write_bytes(gzip.compress(doc.encode() + b"\n", 9, mtime=0))
+    return run_cli(ap, argv, _dispatch)
+
+
+def _dispatch(args) -> int:
+    if args.cmd == "inputs":
+        for name in args.scenario or PHYSICS_SCENARIOS:
+            ns3_physics_inputs(name, args.out_dir / name)
+            print(name)
         return 0
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    runs = []
+    for spec in args.runs:
+        label, sep, where = spec.partition("=")
+        if not sep:
+            raise ValueError(f"--runs {spec!r}: give LABEL=DIR, e.g. plain=/tmp/runs")
+        runs += _summarize_dir(label, Path(where))
+    write_json_gz(args.out, {"runs": runs})
+    return 0
 
 
 def _summarize_dir(label: str, runs_dir: Path) -> list[dict]:

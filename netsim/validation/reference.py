@@ -667,13 +667,39 @@ def markdown_table(comps: list[Comparison]) -> str:
 
 
 # ------------------------------------------------------------------------------ command line
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m netsim.validation.reference",
-                                 description="HPCC ns-3 reference runs for DCQCN and the comparison.")
+def ns3_cli(prog: str, description: str, inputs_cmd: str,
+            inputs_help: str) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction]:
+    """The command line of an ns-3 reference driver and its subcommands: the first,
+    ``inputs_cmd OUT_DIR [--scenario NAME]...``, writes ns-3 input files."""
+    ap = argparse.ArgumentParser(prog=prog, description=description)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("ns3-inputs", help="write ns-3 input files for every (or the named) scenario")
+    a = sub.add_parser(inputs_cmd, help=inputs_help)
     a.add_argument("out_dir", type=Path)
     a.add_argument("--scenario", action="append", default=None)
+    return ap, sub
+
+
+def run_cli(ap: argparse.ArgumentParser, argv: list[str] | None, dispatch) -> int:
+    """``dispatch(parsed args)``; a ValueError is one line on stderr and exit status 2."""
+    args = ap.parse_args(argv)
+    try:
+        return dispatch(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def write_json_gz(path: Path, doc: dict) -> None:
+    """``doc`` as compact JSON and a newline, gzip level 9 without a time stamp (the same
+    bytes for the same runs)."""
+    text = json.dumps(doc, separators=(",", ":"))
+    path.write_bytes(gzip.compress(text.encode() + b"\n", 9, mtime=0))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap, sub = ns3_cli("python -m netsim.validation.reference",
+                      "HPCC ns-3 reference runs for DCQCN and the comparison.", "ns3-inputs",
+                      "write ns-3 input files for every (or the named) scenario")
     b = sub.add_parser("ns3-collect", help="fold ns-3 run directories into one results.json")
     b.add_argument("runs_dir", type=Path)
     b.add_argument("out", type=Path)
@@ -689,12 +715,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="engine seeds; ours is the median over them (default: 1 2 3)")
     c.add_argument("--ns3-pacing", action="store_true",
                    help="emulate the reference's DCQCN pacing (evidence, see ns3_pacing)")
-    args = ap.parse_args(argv)
-    try:
-        return _dispatch(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_cli(ap, argv, _dispatch)
 
 
 def _dispatch(args) -> int:
@@ -710,8 +731,7 @@ def _dispatch(args) -> int:
             for r in sorted(d.glob("run*/fct.txt")):
                 runs.append(collect_ns3(RefScenario.from_name(d.name), r.parent,
                                         int(r.parent.name[3:])))
-        doc = json.dumps({"upstream_commit": args.commit, "runs": runs}, separators=(",", ":"))
-        args.out.write_bytes(gzip.compress(doc.encode() + b"\n", 9, mtime=0))
+        write_json_gz(args.out, {"upstream_commit": args.commit, "runs": runs})
         print(f"{len(runs)} runs -> {args.out}", file=sys.stderr)
         return 0
     refs = load_reference(args.reference_file)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import importlib
 import io
 import json
 import math
@@ -206,54 +207,33 @@ def _fabric_schema(data: dict) -> type:
     return KINDS[data["kind"]]
 
 
-def _job_schema(data: dict) -> type:
-    from netsim.workload import JobSpec
-
-    return JobSpec
-
-
-def _hf_schema(data: dict) -> type:
-    from netsim.model.hf import HFConfigKeys
-
-    return HFConfigKeys
-
-
-def _sweep_schema(data: dict) -> type:
-    from sweeps import SpecKeys
-
-    return SpecKeys
-
-
-def _running_schema(data: dict) -> type:
-    from tuner.background import RunningEntry
-
-    return RunningEntry
+def _schema(module: str, name: str) -> typing.Callable[[dict], type]:
+    """The schema ``module.name`` of a format, imported when first fuzzed (as its reader is)."""
+    return lambda data: getattr(importlib.import_module(module), name)
 
 
 def _kineto_schema(data: dict) -> type:
     return KinetoEvent
 
 
-def _trace_schema(data: dict) -> type:
-    from tuner.cluster import TraceRow
-
-    return TraceRow
-
-
 #: Every fuzzed format (``--formats``); the default run keeps fabric and job, as issue #16's.
 FORMATS: dict[str, Format] = {
     "fabric": Format(_fabric_bases, _fabric_schema, lambda p: ["topo", p, "--json"]),
-    "job": Format(_job_bases, _job_schema, lambda p: ["predict", "--job", p, "--json"]),
-    "hf": Format(_hf_bases, _hf_schema, lambda p: ["predict", "--model", p, "--json"],
+    "job": Format(_job_bases, _schema("netsim.workload", "JobSpec"),
+                  lambda p: ["predict", "--job", p, "--json"]),
+    "hf": Format(_hf_bases, _schema("netsim.model.hf", "HFConfigKeys"),
+                 lambda p: ["predict", "--model", p, "--json"],
                  suffixes=(".json",), required=("num_hidden_layers", "hidden_size",
                                                 "num_attention_heads", "intermediate_size",
                                                 "vocab_size", "hidden_act"),
                  extra_keys_ok=True),
-    "sweep": Format(_sweep_bases, _sweep_schema, _sweep_argv,
+    "sweep": Format(_sweep_bases, _schema("sweeps", "SpecKeys"), _sweep_argv,
                     required=("command", "grid", "list", "sample")),
-    "background": Format(_running_bases, _running_schema, _running_argv,
+    "background": Format(_running_bases, _schema("tuner.background", "RunningEntry"),
+                         _running_argv,
                          required=("job", "gpus"), wrap=lambda d: {"jobs": [d]}),
-    "trace": Format(_trace_bases, _trace_schema, _trace_argv, suffixes=(".csv",),
+    "trace": Format(_trace_bases, _schema("tuner.cluster", "TraceRow"), _trace_argv,
+                    suffixes=(".csv",),
                     required=("arrival_s", "duration_s", "gpus"), dump=_csv_dump,
                     as_read=_trace_cell, extra_keys_ok=True),
     "kineto": Format(_kineto_bases, _kineto_schema, _kineto_argv, suffixes=(".json",),

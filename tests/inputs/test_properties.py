@@ -70,6 +70,18 @@ def _assert_refused(argv: list[str], path: Path, key: str) -> None:
     assert key in lines[0], (key, lines[0])
 
 
+def _file_refused(suffix: str, argv):
+    """A property of a ``(data, key)`` case: ``data`` written to a ``suffix`` file is refused
+    by the CLI command ``argv(path)`` in one line naming the file and ``key``."""
+
+    def refused(case):
+        data, key = case
+        path = _write(data, suffix)
+        _assert_refused(argv(str(path)), path, key)
+
+    return refused
+
+
 # ---------------------------------------------------------------------------------------------
 # Nonsense values for a field of a given type
 
@@ -157,10 +169,7 @@ def bad_fabrics(draw):
     return {**data, key: value}, key
 
 
-def _fabric_refused(case):
-    data, key = case
-    path = _write(data, ".yaml")
-    _assert_refused(["topo", str(path), "--json"], path, key)
+_fabric_refused = _file_refused(".yaml", lambda p: ["topo", p, "--json"])
 
 
 test_fabric_refused, test_fabric_refused_slow = _both(_fabric_refused, bad_fabrics())
@@ -219,10 +228,7 @@ def bad_jobs(draw):
     return {**data, key: value}, key
 
 
-def _job_refused(case):
-    data, key = case
-    path = _write(data, ".yaml")
-    _assert_refused(["predict", "--job", str(path), "--json"], path, key)
+_job_refused = _file_refused(".yaml", lambda p: ["predict", "--job", p, "--json"])
 
 
 test_job_refused, test_job_refused_slow = _both(_job_refused, bad_jobs())
@@ -275,11 +281,8 @@ def bad_flows(draw):
     return {"flows": flows}, key
 
 
-def _flow_refused(case):
-    data, key = case
-    path = _write(data, ".json")
-    _assert_refused(["simulate", "--level", "flow", "--fabric", "fat-tree-k4", "--flows",
-                     str(path), "--json"], path, key)
+_flow_refused = _file_refused(".json", lambda p: ["simulate", "--level", "flow", "--fabric",
+                                                   "fat-tree-k4", "--flows", p, "--json"])
 
 
 test_flow_refused, test_flow_refused_slow = _both(_flow_refused, bad_flows())
@@ -331,11 +334,9 @@ def bad_placements(draw):
     return {**data, "ranks": ranks}, key
 
 
-def _placement_refused(case):
-    data, key = case
-    path = _write(data, ".json")
-    _assert_refused(["predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--comm",
-                     "analytic", "--placement", str(path), "--json"], path, key)
+_placement_refused = _file_refused(".json", lambda p: [
+    "predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--comm", "analytic", "--placement", p,
+    "--json"])
 
 
 test_placement_refused, test_placement_refused_slow = _both(_placement_refused,
@@ -443,11 +444,8 @@ def test_calibration_comm_keys_checked(tmp_path):
     _assert_refused(["predict", "--job", "tiny", "--calibration", str(path)], path, "comm")
 
 
-def _calibration_refused(case):
-    data, key = case
-    path = _write(data, ".json")
-    _assert_refused(["predict", "--job", "tiny", "--calibration", str(path), "--json"],
-                    path, key)
+_calibration_refused = _file_refused(".json", lambda p: ["predict", "--job", "tiny",
+                                                         "--calibration", p, "--json"])
 
 
 test_calibration_refused, test_calibration_refused_slow = _both(_calibration_refused,
@@ -557,10 +555,7 @@ def bad_hf_configs(draw):
     return {**data, key: value}, key
 
 
-def _hf_refused(case):
-    data, key = case
-    path = _write(data, ".json")
-    _assert_refused(["predict", "--model", str(path), "--json"], path, key)
+_hf_refused = _file_refused(".json", lambda p: ["predict", "--model", p, "--json"])
 
 
 test_hf_config_refused, test_hf_config_refused_slow = _both(_hf_refused, bad_hf_configs())
@@ -631,11 +626,8 @@ def bad_sweep_specs(draw):
     return {**data, key: draw(st.sampled_from(_BAD_SWEEP[key]))}, key
 
 
-def _sweep_refused(case):
-    data, key = case
-    path = _write(data, ".yaml")
-    _assert_refused(["sweep", str(path), "-o", str(path.parent / "out"), "--workers", "0"],
-                    path, key)
+_sweep_refused = _file_refused(".yaml", lambda p: ["sweep", p, "-o", str(Path(p).parent / "out"),
+                                                    "--workers", "0"])
 
 
 test_sweep_refused, test_sweep_refused_slow = _both(_sweep_refused, bad_sweep_specs())

@@ -11,24 +11,20 @@ from topologies import load_fabric
 LEVEL = {"nic": 0, "tor": 1, "agg": 2, "core": 3}
 
 
-@pytest.fixture(scope="session")
-def k4():
-    return load_fabric("fat-tree-k4")
+def _preset(name: str):
+    """A session fixture: the preset fabric ``name``, built once."""
+
+    @pytest.fixture(scope="session")
+    def fabric():
+        return load_fabric(name)
+
+    return fabric
 
 
-@pytest.fixture(scope="session")
-def k8():
-    return load_fabric("fat-tree-k8")
-
-
-@pytest.fixture(scope="session")
-def leafspine():
-    return load_fabric("leaf-spine-64")
-
-
-@pytest.fixture(scope="session")
-def megascale():
-    return load_fabric("megascale")
+k4 = _preset("fat-tree-k4")
+k8 = _preset("fat-tree-k8")
+leafspine = _preset("leaf-spine-64")
+megascale = _preset("megascale")
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,20 @@ def selfcheck(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def assert_losses_match():
+    """check(res, case, reference, rel_tol): the three losses of self-check ``case`` are within
+    ``rel_tol`` (relative) of those of ``reference``, step by step."""
+
+    def check(res: dict, case: str, reference: str, rel_tol: float) -> None:
+        got, ref = res[case]["losses"], res[reference]["losses"]
+        assert len(got) == len(ref) == 3
+        for a, b in zip(got, ref, strict=True):
+            assert abs(a - b) <= rel_tol * abs(b), (case, got, ref)
+
+    return check
+
+
+@pytest.fixture(scope="session")
 def read_trace():
     """read_trace(dir, rank) -> list of records of ``trace-rank{rank}.jsonl``."""
 

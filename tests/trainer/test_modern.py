@@ -30,12 +30,8 @@ MODERN = ["m_tp2_pp2_ep2", "m_tp2_ep2", "m_cp2_pp2", "m_cp2", "m_ep2", "m_ep2_p2
 
 
 @pytest.mark.parametrize("case", MODERN)
-def test_modern_layouts_match_single_process(selfcheck_modern, case):
-    res, _ = selfcheck_modern
-    got, ref = res[case]["losses"], res["m_single"]["losses"]
-    assert len(got) == len(ref) == 3
-    for a, b in zip(got, ref, strict=True):
-        assert abs(a - b) <= FLOAT64_TOL * abs(b), (case, got, ref)
+def test_modern_layouts_match_single_process(selfcheck_modern, assert_losses_match, case):
+    assert_losses_match(selfcheck_modern[0], case, "m_single", FLOAT64_TOL)
 
 
 def test_modern_reference_learns_and_differs_from_dense(selfcheck_modern):
@@ -279,16 +275,14 @@ def test_job_from_a_modern_trace_predicts_cp_and_ep(selfcheck_modern):
 
 
 @pytest.mark.slow
-def test_larger_rings_and_expert_groups_match_single_process(tmp_path):
+def test_larger_rings_and_expert_groups_match_single_process(tmp_path, assert_losses_match):
     """cp4 (a ring of four: multi-hop key/value and gradient passing), ep4, cp2 x pp2 x dp2 x
     ep2 and tp2 x cp2: one more 8-process launch, so marked slow."""
     from trainer.selfcheck import run_selfcheck
 
     res = run_selfcheck(tmp_path, steps=3, dtype="float64", suite="modern_slow")
-    ref = res["m_single"]["losses"]
     for case in ("m_cp4", "m_ep4", "m_cp2_pp2_dp2_ep2", "m_tp2_cp2"):
-        for a, b in zip(res[case]["losses"], ref, strict=True):
-            assert abs(a - b) <= FLOAT64_TOL * abs(b), (case, res[case]["losses"], ref)
+        assert_losses_match(res, case, "m_single", FLOAT64_TOL)
 
 
 @pytest.mark.parametrize("case", ["m_cp2", "m_ep2", "m_cp2_pp2", "m_dp4_ep2"])

@@ -17,12 +17,8 @@ CASES = [("tp2_pp2_dp2", "single"), ("tp2", "single"), ("pp2_untied", "single_un
 
 
 @pytest.mark.parametrize("case, reference", CASES)
-def test_losses_match_single_process(selfcheck, case, reference):
-    res, _ = selfcheck
-    got, ref = res[case]["losses"], res[reference]["losses"]
-    assert len(got) == len(ref) == 3
-    for a, b in zip(got, ref, strict=True):
-        assert abs(a - b) <= REL_TOL * abs(b), (case, got, ref)
+def test_losses_match_single_process(selfcheck, assert_losses_match, case, reference):
+    assert_losses_match(selfcheck[0], case, reference, REL_TOL)
 
 
 def test_reference_learns_and_tying_matters(selfcheck):

@@ -113,11 +113,17 @@ ROWS = [TunerRow("allreduce", 0, 65535, "tree", "ll", -1, 2, 16),
         TunerRow("allgather", 0, 1 << 30, "ring", "ll128", -1, -1, -1)]
 
 
-@needs_cc
-def test_matched_row_sets_its_preference_and_channels(lib, tmp_path):
+@pytest.fixture
+def rows_csv(tmp_path) -> Path:
+    """``ROWS`` written as the tuner CSV ``tmp_path/t.csv``."""
     csv = tmp_path / "t.csv"
     write_tuner_csv(csv, ROWS)
-    comm = Comm(lib, csv, n_ranks=16, n_nodes=2)
+    return csv
+
+
+@needs_cc
+def test_matched_row_sets_its_preference_and_channels(lib, rows_csv):
+    comm = Comm(lib, rows_csv, n_ranks=16, n_nodes=2)
     table, ch = comm.ask("allreduce", 1 << 20)
     assert _cost(table, "ring", "simple") == 0.0 and ch == 24
     assert sum(1 for c in table if c == 0.0) == 1    # nothing else touched
@@ -125,25 +131,21 @@ def test_matched_row_sets_its_preference_and_channels(lib, tmp_path):
 
 
 @needs_cc
-def test_unmatched_collective_keeps_nccls_channels(lib, tmp_path):
-    csv = tmp_path / "t.csv"
-    write_tuner_csv(csv, ROWS)
-    comm = Comm(lib, csv, n_ranks=16, n_nodes=2)
+def test_unmatched_collective_keeps_nccls_channels(lib, rows_csv):
+    comm = Comm(lib, rows_csv, n_ranks=16, n_nodes=2)
     for coll in ("reducescatter", "broadcast", "reduce"):   # no row names them
         table, ch = comm.ask(coll, 1 << 20)
         assert ch == 0 and table == [1.0] * (N_ALGO * N_PROTO), coll
     comm.close()
-    other = Comm(lib, csv, n_ranks=8, n_nodes=1)             # another communicator shape
+    other = Comm(lib, rows_csv, n_ranks=8, n_nodes=1)        # another communicator shape
     table, ch = other.ask("allreduce", 1 << 20)
     assert ch == 0 and table == [1.0] * (N_ALGO * N_PROTO)
     other.close()
 
 
 @needs_cc
-def test_channels_minus_one_keeps_nccls_channels(lib, tmp_path):
-    csv = tmp_path / "t.csv"
-    write_tuner_csv(csv, ROWS)
-    comm = Comm(lib, csv, n_ranks=16, n_nodes=2)
+def test_channels_minus_one_keeps_nccls_channels(lib, rows_csv):
+    comm = Comm(lib, rows_csv, n_ranks=16, n_nodes=2)
     table, ch = comm.ask("allreduce", 1024)
     assert _cost(table, "tree", "ll") == 0.0 and ch == 0
     table, ch = comm.ask("allgather", 1 << 20)               # a wildcard row, channels -1
@@ -152,10 +154,8 @@ def test_channels_minus_one_keeps_nccls_channels(lib, tmp_path):
 
 
 @needs_cc
-def test_unavailable_choice_and_missing_file_touch_nothing(lib, tmp_path):
-    csv = tmp_path / "t.csv"
-    write_tuner_csv(csv, ROWS)
-    comm = Comm(lib, csv, n_ranks=16, n_nodes=2)
+def test_unavailable_choice_and_missing_file_touch_nothing(lib, rows_csv, tmp_path):
+    comm = Comm(lib, rows_csv, n_ranks=16, n_nodes=2)
     table, ch = comm.ask("allreduce", 1 << 20, ignore=[("ring", "simple")])
     assert ch == 0 and _cost(table, "ring", "simple") == IGNORE
     assert all(c in (1.0, IGNORE) for c in table)
@@ -170,10 +170,8 @@ def test_unavailable_choice_and_missing_file_touch_nothing(lib, tmp_path):
 
 
 @needs_cc
-def test_v4_and_v3_entry_points(lib, tmp_path):
-    csv = tmp_path / "t.csv"
-    write_tuner_csv(csv, ROWS)
-    os.environ["NCCL_TUNER_CONFIG_FILE"] = str(csv)
+def test_v4_and_v3_entry_points(lib, rows_csv):
+    os.environ["NCCL_TUNER_CONFIG_FILE"] = str(rows_csv)
     for sym, cls in (("ncclTunerPlugin_v4", TunerV4), ("ncclTunerPlugin_v3", TunerV3)):
         api = cls.in_dll(lib, sym)
         assert api.name == b"netsim"

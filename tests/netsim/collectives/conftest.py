@@ -22,8 +22,6 @@ def rail_pod():
 
 
 @pytest.fixture(scope="session")
-def two_tier():
+def two_tier(fabric_400g):
     """32 single-GPU servers on 4 ToRs with 8 x 400G uplinks each (ECMP across 8 aggs)."""
-    return clos3(Clos3Spec(name="two-tier", servers=32, gpus_per_server=1, nics_per_server=1,
-                           servers_per_tor_group=8, switch_radix=16, nic_speed_gbps=400,
-                           port_speed_gbps=400, tor_downlink_split=1))
+    return fabric_400g

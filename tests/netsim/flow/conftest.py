@@ -1,18 +1,11 @@
-"""Small fabrics for the flow-engine tests (built with the clos3 builder)."""
+"""Small fabrics for the flow-engine tests (built with the clos3 builder); ``fabric_400g``
+is in ``tests/netsim/conftest.py``."""
 
 from __future__ import annotations
 
 import pytest
 
 from topologies import Clos3Spec, clos3
-
-
-@pytest.fixture(scope="session")
-def fabric_400g():
-    """4 ToRs x 8 servers, one 400G NIC each, 8 x 400G uplinks per ToR (1:1, two tiers)."""
-    return clos3(Clos3Spec(name="ecmp-400", servers=32, gpus_per_server=1, nics_per_server=1,
-                           servers_per_tor_group=8, switch_radix=16, nic_speed_gbps=400,
-                           port_speed_gbps=400, tor_downlink_split=1))
 
 
 @pytest.fixture(scope="session")
