@@ -14,6 +14,7 @@ import csv
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -143,8 +144,9 @@ def run(out: Path, full: bool = False, cases=CASES, extra: list[str] = ()) -> li
     out.mkdir(parents=True, exist_ok=True)
     extra = list(extra) + (["--cc-samples", "10"] if full else [])
     rows = []
-    for i, (fabric, label, job) in enumerate(cases):
-        rows += rows_of(label, recommend_cc(fabric, job, out / f"recommend_{i}", extra))
+    with tempfile.TemporaryDirectory() as tmp:  # recommend's own files are not this study's
+        for i, (fabric, label, job) in enumerate(cases):
+            rows += rows_of(label, recommend_cc(fabric, job, Path(tmp) / f"r{i}", extra))
     write_csv(rows, out / "cc_heldout.csv")
     (out / "table.md").write_text(table(rows, cases))
     plot(rows, out / "cc_heldout.png")
