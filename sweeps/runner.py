@@ -168,6 +168,70 @@ def _call(fn: Callable[[dict], Any], point: dict, args: dict) -> PointResult:
                        time.perf_counter() - t0)
 
 
+#: How a point whose process died is recorded: "worker died (exit code 3)".
+DIED = "worker died"
+
+
+def _death(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{DIED} (killed by {name})"
+    return f"{DIED} (exit code {code})"
+
+
+def _call_isolated(fn: Callable[[dict], Any], point: dict, args: dict) -> PointResult:
+    """:func:`_call` in a forked child process: a point that ends its process (``os._exit``,
+    a signal, the kernel's OOM killer) fails alone with the cause named, and the Dask worker
+    and its other points live on. Without ``fork`` (Windows), :func:`_call` itself."""
+    if not hasattr(os, "fork"):
+        return _call(fn, point, args)
+    import pickle
+
+    t0 = time.perf_counter()
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: run the point, send its result, leave without cleanup
+        os.close(rfd)
+        code = 0
+        try:
+            data = pickle.dumps(_call(fn, point, args))
+            with os.fdopen(wfd, "wb") as fh:
+                fh.write(data)
+        except BaseException:  # noqa: BLE001 - unpicklable output: the parent names it
+            code = 70
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(code)
+    os.close(wfd)
+    with os.fdopen(rfd, "rb") as fh:
+        data = fh.read()
+    _, status = os.waitpid(pid, 0)
+    if status == 0 and data:
+        return pickle.loads(data)
+    return PointResult(point, {**args, **point}, "error", _death(status), None,
+                       time.perf_counter() - t0)
+
+
+def _call_on_worker(fn: Callable[[dict], Any], point: dict, args: dict
+                    ) -> tuple[PointResult, str | None]:
+    """The Dask task of a point: its result (isolated) and the worker that ran it."""
+    from dask.distributed import get_worker
+
+    try:
+        where = get_worker().address
+    except ValueError:  # not on a worker
+        where = None
+    return _call_isolated(fn, point, args), where
+
+
 def _one_line(exc: BaseException) -> str:
     msg = " ".join(str(exc).split()) or repr(exc)
     return f"{type(exc).__name__}: {msg}"[:500]
@@ -218,17 +282,42 @@ def _completed_in_process(fn, todo: list[dict], args: dict) -> Iterable[PointRes
 
 
 def _completed_on_dask(client, fn, todo: list[dict], args: dict) -> Iterable[PointResult]:
+    """Each point's result as it finishes. A point whose process died runs once more on
+    another worker; dying again, it is recorded with both causes."""
     distributed = _import_dask()
     shared = client.scatter(fn, broadcast=True, hash=False)  # sent to each worker once
-    futures = client.map(_call, [shared] * len(todo), todo, [args] * len(todo), pure=False)
+    futures = client.map(_call_on_worker, [shared] * len(todo), todo, [args] * len(todo),
+                         pure=False)
     point_of = {f.key: p for f, p in zip(futures, todo, strict=True)}
-    for fut in distributed.as_completed(futures):
+    retried: dict[str, str] = {}  # key of a retry -> the first attempt's cause
+    pending = distributed.as_completed(futures)
+    for fut in pending:
+        p = point_of[fut.key]
         try:
-            yield fut.result()
-        except Exception as exc:  # noqa: BLE001 - the worker died (KilledWorker) or unpickling
-            p = point_of[fut.key]
-            yield PointResult(p, {**args, **p}, "error", _one_line(exc), None, 0.0)
+            res, where = fut.result()
+        except Exception as exc:  # noqa: BLE001 - the worker itself died, or unpickling
+            lost = type(exc).__name__ in ("KilledWorker", "FutureCancelledError",
+                                          "CancelledError")
+            why = f"{DIED} while running it: {_one_line(exc)}" if lost else _one_line(exc)
+            res, where = PointResult(p, {**args, **p}, "error", why, None, 0.0), None
         fut.release()
+        first = retried.pop(fut.key, None)
+        if first is not None and not res.ok and (res.error or "").startswith(DIED):
+            res.error = f"{first}, and again when retried on another worker: {res.error}"
+        elif first is None and not res.ok and (res.error or "").startswith(DIED):
+            again = _resubmit(client, shared, p, args, avoid=where)
+            point_of[again.key] = p
+            retried[again.key] = res.error
+            pending.add(again)
+            continue
+        yield res
+
+
+def _resubmit(client, shared, point: dict, args: dict, avoid: str | None):
+    """Submit a point again, on a worker other than ``avoid`` when there is one."""
+    others = [w for w in client.scheduler_info()["workers"] if w != avoid]
+    return client.submit(_call_on_worker, shared, point, args, pure=False,
+                         workers=others or None, allow_other_workers=not others)
 
 
 def run_points(fn: Callable[[dict], Any], points: Sequence[Mapping],
