@@ -185,39 +185,118 @@ def _death(status: int) -> str:
     return f"{DIED} (exit code {code})"
 
 
-def _call_isolated(fn: Callable[[dict], Any], point: dict, args: dict) -> PointResult:
-    """:func:`_call` in a forked child process: a point that ends its process (``os._exit``,
-    a signal, the kernel's OOM killer) fails alone with the cause named, and the Dask worker
-    and its other points live on. Without ``fork`` (Windows), :func:`_call` itself."""
-    if not hasattr(os, "fork"):
-        return _call(fn, point, args)
+class _PointProcess:
+    """A child process forked from a Dask worker that runs points one after another, so a
+    point that ends its process fails alone while per-process caches (``lru_cache``) live on
+    from point to point. Requests and results travel as length-prefixed pickles."""
+
+    def __init__(self) -> None:
+        self.pid = -1
+        self.req_w = self.res_r = -1
+
+    def alive(self) -> bool:
+        return self.pid > 0
+
+    def start(self) -> None:
+        req_r, self.req_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: serve until the worker closes the pipe
+            os.close(self.req_w)
+            os.close(self.res_r)
+            code = 0
+            try:
+                _serve(req_r, res_w)
+            except BaseException:  # noqa: BLE001 - a broken pipe: the worker is gone
+                code = 70
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        os.close(req_r)
+        os.close(res_w)
+        self.pid = pid
+
+    def run(self, fn, point: dict, args: dict) -> PointResult:
+        import cloudpickle
+
+        if not self.alive():
+            self.start()
+        t0 = time.perf_counter()
+        try:
+            _send(self.req_w, cloudpickle.dumps((fn, point, args)))
+            data = _recv(self.res_r)
+        except OSError:
+            data = None
+        if data is not None:
+            import pickle
+
+            return pickle.loads(data)
+        status = self.reap()
+        return PointResult(point, {**args, **point}, "error", _death(status), None,
+                           time.perf_counter() - t0)
+
+    def reap(self) -> int:
+        for fd in (self.req_w, self.res_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = -1
+        return status
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _recv(fd: int) -> bytes | None:
+    """One message, or None at end of file (the other side is gone)."""
+    head = _read_exact(fd, 8)
+    return None if head is None else _read_exact(fd, int.from_bytes(head, "little"))
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _serve(req_r: int, res_w: int) -> None:
     import pickle
 
-    t0 = time.perf_counter()
-    rfd, wfd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: run the point, send its result, leave without cleanup
-        os.close(rfd)
-        code = 0
+    while (msg := _recv(req_r)) is not None:
+        fn, point, args = pickle.loads(msg)
+        res = _call(fn, point, args)
         try:
-            data = pickle.dumps(_call(fn, point, args))
-            with os.fdopen(wfd, "wb") as fh:
-                fh.write(data)
-        except BaseException:  # noqa: BLE001 - unpicklable output: the parent names it
-            code = 70
-        finally:
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
-    os.close(wfd)
-    with os.fdopen(rfd, "rb") as fh:
-        data = fh.read()
-    _, status = os.waitpid(pid, 0)
-    if status == 0 and data:
-        return pickle.loads(data)
-    return PointResult(point, {**args, **point}, "error", _death(status), None,
-                       time.perf_counter() - t0)
+            data = pickle.dumps(res)
+        except Exception as exc:  # noqa: BLE001 - an output pickle cannot carry
+            data = pickle.dumps(PointResult(point, res.args, "error", _one_line(exc), None,
+                                            res.wall_s))
+        _send(res_w, data)
+
+
+_PROCESSES: dict[int, _PointProcess] = {}  # worker thread -> its point process
+
+
+def _call_isolated(fn: Callable[[dict], Any], point: dict, args: dict) -> PointResult:
+    """:func:`_call` in this worker thread's point process (:class:`_PointProcess`): a point
+    that ends its process (``os._exit``, a signal, the kernel's OOM killer) fails alone with
+    the cause named, and the Dask worker and its other points live on. Without ``fork``
+    (Windows), :func:`_call` itself."""
+    if not hasattr(os, "fork"):
+        return _call(fn, point, args)
+    import threading
+
+    proc = _PROCESSES.setdefault(threading.get_ident(), _PointProcess())
+    return proc.run(fn, point, args)
 
 
 def _call_on_worker(fn: Callable[[dict], Any], point: dict, args: dict

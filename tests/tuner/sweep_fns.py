@@ -28,3 +28,10 @@ def dies(x: int, die_on: int | None = None, exit_code: int = 3, once_marker: str
                 open(once_marker, "w").close()
             os._exit(exit_code)
     return {"y": x}
+
+
+def pid(x: int) -> dict:
+    """The process that ran the point."""
+    import os
+
+    return {"pid": os.getpid()}

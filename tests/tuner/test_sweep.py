@@ -163,6 +163,11 @@ def test_a_dying_point_fails_alone_named_and_is_retried_once_elsewhere(tmp_path)
     with sweep.dask_client(workers=2) as client:
         res = sweep.run_points(dies, pts, client=client, progress=False)
         again = sweep.run_points(flaky, pts, client=client, progress=False)
+        pids = sweep.run_points(sweep.FunctionPoint("sweep_fns:pid", {}),
+                                [{"x": x} for x in range(12)], client=client, progress=False)
+    # points run one after another in a point process per worker (caches live on between
+    # points), not one process per point
+    assert 1 <= len({r.output["pid"] for r in pids}) <= 2
     assert [r.ok for r in res] == [True, True, True, False, True, True]
     assert [r.output for r in res if r.ok] == [{"y": x} for x in (0, 1, 2, 4, 5)]
     assert res[3].error == ("worker died (exit code 7), and again when retried on another "
