@@ -168,6 +168,149 @@ def _call(fn: Callable[[dict], Any], point: dict, args: dict) -> PointResult:
                        time.perf_counter() - t0)
 
 
+#: How a point whose process died is recorded: "worker died (exit code 3)".
+DIED = "worker died"
+
+
+def _death(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"{DIED} (killed by {name})"
+    return f"{DIED} (exit code {code})"
+
+
+class _PointProcess:
+    """A child process forked from a Dask worker that runs points one after another, so a
+    point that ends its process fails alone while per-process caches (``lru_cache``) live on
+    from point to point. Requests and results travel as length-prefixed pickles."""
+
+    def __init__(self) -> None:
+        self.pid = -1
+        self.req_w = self.res_r = -1
+
+    def alive(self) -> bool:
+        return self.pid > 0
+
+    def start(self) -> None:
+        req_r, self.req_w = os.pipe()
+        self.res_r, res_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: serve until the worker closes the pipe
+            os.close(self.req_w)
+            os.close(self.res_r)
+            code = 0
+            try:
+                _serve(req_r, res_w)
+            except BaseException:  # noqa: BLE001 - a broken pipe: the worker is gone
+                code = 70
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        os.close(req_r)
+        os.close(res_w)
+        self.pid = pid
+
+    def run(self, fn, point: dict, args: dict) -> PointResult:
+        import cloudpickle
+
+        if not self.alive():
+            self.start()
+        t0 = time.perf_counter()
+        try:
+            _send(self.req_w, cloudpickle.dumps((fn, point, args)))
+            data = _recv(self.res_r)
+        except OSError:
+            data = None
+        if data is not None:
+            import pickle
+
+            return pickle.loads(data)
+        status = self.reap()
+        return PointResult(point, {**args, **point}, "error", _death(status), None,
+                           time.perf_counter() - t0)
+
+    def reap(self) -> int:
+        for fd in (self.req_w, self.res_r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _, status = os.waitpid(self.pid, 0)
+        self.pid = -1
+        return status
+
+
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _recv(fd: int) -> bytes | None:
+    """One message, or None at end of file (the other side is gone)."""
+    head = _read_exact(fd, 8)
+    return None if head is None else _read_exact(fd, int.from_bytes(head, "little"))
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _serve(req_r: int, res_w: int) -> None:
+    import pickle
+
+    while (msg := _recv(req_r)) is not None:
+        fn, point, args = pickle.loads(msg)
+        res = _call(fn, point, args)
+        try:
+            data = pickle.dumps(res)
+        except Exception as exc:  # noqa: BLE001 - an output pickle cannot carry
+            data = pickle.dumps(PointResult(point, res.args, "error", _one_line(exc), None,
+                                            res.wall_s))
+        _send(res_w, data)
+
+
+_PROCESSES: dict[int, _PointProcess] = {}  # worker thread -> its point process
+
+
+def _call_isolated(fn: Callable[[dict], Any], point: dict, args: dict) -> PointResult:
+    """:func:`_call` in this worker thread's point process (:class:`_PointProcess`): a point
+    that ends its process (``os._exit``, a signal, the kernel's OOM killer) fails alone with
+    the cause named, and the Dask worker and its other points live on. Without ``fork``
+    (Windows), :func:`_call` itself."""
+    if not hasattr(os, "fork"):
+        return _call(fn, point, args)
+    import threading
+
+    proc = _PROCESSES.setdefault(threading.get_ident(), _PointProcess())
+    return proc.run(fn, point, args)
+
+
+def _call_on_worker(fn: Callable[[dict], Any], point: dict, args: dict
+                    ) -> tuple[PointResult, str | None]:
+    """The Dask task of a point: its result (isolated) and the worker that ran it."""
+    from dask.distributed import get_worker
+
+    try:
+        where = get_worker().address
+    except ValueError:  # not on a worker
+        where = None
+    return _call_isolated(fn, point, args), where
+
+
 def _one_line(exc: BaseException) -> str:
     msg = " ".join(str(exc).split()) or repr(exc)
     return f"{type(exc).__name__}: {msg}"[:500]
@@ -218,17 +361,42 @@ def _completed_in_process(fn, todo: list[dict], args: dict) -> Iterable[PointRes
 
 
 def _completed_on_dask(client, fn, todo: list[dict], args: dict) -> Iterable[PointResult]:
+    """Each point's result as it finishes. A point whose process died runs once more on
+    another worker; dying again, it is recorded with both causes."""
     distributed = _import_dask()
     shared = client.scatter(fn, broadcast=True, hash=False)  # sent to each worker once
-    futures = client.map(_call, [shared] * len(todo), todo, [args] * len(todo), pure=False)
+    futures = client.map(_call_on_worker, [shared] * len(todo), todo, [args] * len(todo),
+                         pure=False)
     point_of = {f.key: p for f, p in zip(futures, todo, strict=True)}
-    for fut in distributed.as_completed(futures):
+    retried: dict[str, str] = {}  # key of a retry -> the first attempt's cause
+    pending = distributed.as_completed(futures)
+    for fut in pending:
+        p = point_of[fut.key]
         try:
-            yield fut.result()
-        except Exception as exc:  # noqa: BLE001 - the worker died (KilledWorker) or unpickling
-            p = point_of[fut.key]
-            yield PointResult(p, {**args, **p}, "error", _one_line(exc), None, 0.0)
+            res, where = fut.result()
+        except Exception as exc:  # noqa: BLE001 - the worker itself died, or unpickling
+            lost = type(exc).__name__ in ("KilledWorker", "FutureCancelledError",
+                                          "CancelledError")
+            why = f"{DIED} while running it: {_one_line(exc)}" if lost else _one_line(exc)
+            res, where = PointResult(p, {**args, **p}, "error", why, None, 0.0), None
         fut.release()
+        first = retried.pop(fut.key, None)
+        if first is not None and not res.ok and (res.error or "").startswith(DIED):
+            res.error = f"{first}, and again when retried on another worker: {res.error}"
+        elif first is None and not res.ok and (res.error or "").startswith(DIED):
+            again = _resubmit(client, shared, p, args, avoid=where)
+            point_of[again.key] = p
+            retried[again.key] = res.error
+            pending.add(again)
+            continue
+        yield res
+
+
+def _resubmit(client, shared, point: dict, args: dict, avoid: str | None):
+    """Submit a point again, on a worker other than ``avoid`` when there is one."""
+    others = [w for w in client.scheduler_info()["workers"] if w != avoid]
+    return client.submit(_call_on_worker, shared, point, args, pure=False,
+                         workers=others or None, allow_other_workers=not others)
 
 
 def run_points(fn: Callable[[dict], Any], points: Sequence[Mapping],

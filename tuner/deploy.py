@@ -87,18 +87,20 @@ class DeployOptions:
 
 
 def complete_env(env: dict[str, str], why: dict[str, str], outdir: Path,
-                 opts: DeployOptions = DeployOptions()) -> list[Path]:
+                 opts: DeployOptions = DeployOptions(), *,
+                 final_dir: Path | None = None) -> list[Path]:
     """Add the host settings of a complete ``nccl.env`` to ``env`` in place; the tuner CSV's
     path becomes absolute so the file works from any directory. With the suite's tuner
-    plugin, its C source is written into *outdir*; returns the files written."""
+    plugin, its C source is written into *outdir*; returns the files written. Paths in the
+    settings name *final_dir* (default *outdir*): where the set lands once renamed into place."""
     from tuner import tunerplugin
 
-    csv = Path(outdir).resolve() / "nccl_tuner.csv"
+    csv = Path(final_dir or outdir).resolve() / "nccl_tuner.csv"
     env["NCCL_TUNER_CONFIG_FILE"] = str(csv)
     written: list[Path] = []
     plugin, plugin_why = opts.tuner_plugin, "tuner plugin named by DeployOptions.tuner_plugin"
     if opts.tuner_plugin == "netsim":
-        src, lib, build = tunerplugin.write_source(outdir)
+        src, lib, build = tunerplugin.write_source(outdir, final_dir=final_dir)
         written.append(src)
         plugin = str(lib)
         plugin_why = (f"the suite's tuner plugin ({src.name}, tuner API v5/v4/v3: NCCL 2.28+, "

@@ -443,28 +443,35 @@ def _rt_json(r) -> dict:
             "expected_stall_s": r.expected_stall_s}
 
 
-def write_outputs(rec: Recommendation, outdir: Path, fabric=None) -> list[Path]:
+def write_outputs(rec: Recommendation, outdir: Path, fabric=None,
+                  manifest: dict | None = None) -> list[Path]:
     """Write the six files into ``outdir``, plus the deployable scripts and switch configs of
-    ``tuner.deploy`` when the fabric is given; returns their paths."""
+    ``tuner.deploy`` when the fabric is given, as one set (``tuner.outputs.output_set``:
+    written aside, ``manifest.json`` last with ``manifest``'s run facts, renamed into place,
+    an earlier set replaced whole); returns their paths in ``outdir``."""
     from tuner import deploy, render
+    from tuner.outputs import MANIFEST, RECOMMEND_FILES, output_set
 
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    paths = {n: outdir / n for n in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
-                                     "switch_qos.yaml", "placement.json", "report.md")}
-    plugin_files = deploy.complete_env(rec.env, rec.env_reasons, outdir)
-    render.write_nccl_env(paths["nccl.env"], rec.env, rec.env_reasons)
-    render.write_tuner_csv(paths["nccl_tuner.csv"], rec.tuner_rows)
-    render.write_nic_conf(paths["nic_dcqcn.conf"], rec.nic_rp, rec.nic_np, ROCE_PRIO)
-    render.write_switch_qos(paths["switch_qos.yaml"], rec.ecn, rec.headroom_ports,
-                            priority=ROCE_PRIO, cnp_priority=CNP_PRIO, dscp=ROCE_DSCP,
-                            cnp_dscp=CNP_DSCP)
-    render.write_placement(paths["placement.json"], rec.ranks,
-                           {"strategy": rec.placement_strategy, "fabric": rec.fabric, "job": rec.job,
-                            "predicted_iteration_s": rec.iteration_recommended_s})
-    render.write_report(paths["report.md"], f"Recommendation: {rec.job['model']} on {rec.fabric}",
-                        rec.settings, rec.summary, rec.notes)
-    extra = [] if fabric is None else deploy.write_deployables(
-        outdir, fabric, rp=rec.nic_rp, np_=rec.nic_np, ecn=rec.ecn, priority=ROCE_PRIO,
-        cnp_priority=CNP_PRIO, dscp=ROCE_DSCP, cnp_dscp=CNP_DSCP)
-    return list(paths.values()) + plugin_files + extra
+    final = Path(outdir)
+    with output_set(final, manifest, legacy=RECOMMEND_FILES) as stage:
+        paths = {n: stage / n for n in ("nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
+                                        "switch_qos.yaml", "placement.json", "report.md")}
+        plugin_files = deploy.complete_env(rec.env, rec.env_reasons, stage, final_dir=final)
+        render.write_nccl_env(paths["nccl.env"], rec.env, rec.env_reasons)
+        render.write_tuner_csv(paths["nccl_tuner.csv"], rec.tuner_rows)
+        render.write_nic_conf(paths["nic_dcqcn.conf"], rec.nic_rp, rec.nic_np, ROCE_PRIO)
+        render.write_switch_qos(paths["switch_qos.yaml"], rec.ecn, rec.headroom_ports,
+                                priority=ROCE_PRIO, cnp_priority=CNP_PRIO, dscp=ROCE_DSCP,
+                                cnp_dscp=CNP_DSCP)
+        render.write_placement(paths["placement.json"], rec.ranks,
+                               {"strategy": rec.placement_strategy, "fabric": rec.fabric,
+                                "job": rec.job,
+                                "predicted_iteration_s": rec.iteration_recommended_s})
+        render.write_report(paths["report.md"],
+                            f"Recommendation: {rec.job['model']} on {rec.fabric}",
+                            rec.settings, rec.summary, rec.notes)
+        extra = [] if fabric is None else deploy.write_deployables(
+            stage, fabric, rp=rec.nic_rp, np_=rec.nic_np, ecn=rec.ecn, priority=ROCE_PRIO,
+            cnp_priority=CNP_PRIO, dscp=ROCE_DSCP, cnp_dscp=CNP_DSCP)
+    names = [p.name for p in [*paths.values(), *plugin_files, *extra]]
+    return [final / n for n in [*names, MANIFEST]]

@@ -199,7 +199,9 @@ def write_placement(path: Path, ranks: Sequence[Mapping[str, Any]], extra: Mappi
             hosts.append(r["host"])
     doc = {"schema": "netsim-placement/1", "ranks": [dict(r) for r in ranks],
            "torchrun_hosts": hosts, **dict(extra)}
-    path.write_text(json.dumps(doc, indent=2) + "\n")
+    from tuner.outputs import write_file_atomic
+
+    write_file_atomic(path, json.dumps(doc, indent=2) + "\n")
     return doc
 
 

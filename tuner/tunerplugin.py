@@ -45,9 +45,10 @@ def build_command(source: Path, library: Path, compiler: str = "gcc") -> list[st
     return [compiler, "-O2", "-shared", "-fPIC", "-o", str(library), str(source)]
 
 
-def write_source(outdir: Path) -> tuple[Path, Path, str]:
-    """Write ``netsim_tuner.c`` into *outdir*: (source, library to build, build line)."""
-    outdir = Path(outdir).resolve()
-    src, lib = outdir / SOURCE_NAME, outdir / LIBRARY_NAME
-    src.write_text(source_text())
+def write_source(outdir: Path, final_dir: Path | None = None) -> tuple[Path, Path, str]:
+    """Write ``netsim_tuner.c`` into *outdir*: (source, library to build, build line), the
+    last two naming *final_dir* (default *outdir*), where the output set lands."""
+    final = Path(final_dir or outdir).resolve()
+    (Path(outdir) / SOURCE_NAME).write_text(source_text())
+    src, lib = final / SOURCE_NAME, final / LIBRARY_NAME
     return src, lib, shlex.join(build_command(src, lib))

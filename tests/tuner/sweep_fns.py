@@ -15,3 +15,23 @@ def square(x: int, fail_on: int | None = None, sleep_s: float = 0.0, offset: int
 
 def not_a_dict(x: int) -> int:
     return x
+
+
+def dies(x: int, die_on: int | None = None, exit_code: int = 3, once_marker: str = "") -> dict:
+    """``{"y": x}``; the process ends (``os._exit(exit_code)``) on ``x == die_on``, only the
+    first time when ``once_marker`` names a file (created before dying)."""
+    import os
+
+    if x == die_on:
+        if not once_marker or not os.path.exists(once_marker):
+            if once_marker:
+                open(once_marker, "w").close()
+            os._exit(exit_code)
+    return {"y": x}
+
+
+def pid(x: int) -> dict:
+    """The process that ran the point."""
+    import os
+
+    return {"pid": os.getpid()}

@@ -9,6 +9,7 @@ residuals, and on stderr what the reader could not identify.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from tuner.cli._output import add_command, add_json_flag, format_table, print_json, progress
@@ -47,11 +48,12 @@ def run(args: argparse.Namespace) -> int:
     from netsim.diagnose.calibration import (
         fit_calibration,
         fit_host_on_iterations,
-        save_calibration,
     )
     from netsim.traces.kineto import read_traces
     from netsim.traces.records import TraceRun, read_bench
+    from tuner.outputs import check_output_file, write_file_atomic
 
+    check_output_file(args.output)  # an unwritable -o fails before the traces are read
     runs, benches = [], []
     for path in progress(args.traces, desc="reading traces", enabled=sys.stderr.isatty()):
         item = read_traces(path) if Path(path).is_dir() else read_bench(path)
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"netsim calibrate: warning: {warning}", file=sys.stderr)
     if not cal.compute and not cal.comm:
         raise ValueError("the traces hold no compute or collective records to fit")
-    save_calibration(cal, args.output)
+    write_file_atomic(args.output, json.dumps(cal.to_json(), indent=2))  # = save_calibration
     if args.json:
         out = cal.to_json()
         out["output"] = args.output

@@ -53,9 +53,12 @@ def load_calibration(path):
 def run(args: argparse.Namespace) -> int:
     from topologies import load_fabric
     from tuner.jobs import job_from_args
+    from tuner.outputs import check_output_file
     from tuner.placement import compare_strategies, read_free_servers, verdict
     from tuner.render import write_placement
 
+    if args.output:
+        check_output_file(args.output)  # an unwritable -o fails before the search
     fabric = load_fabric(args.fabric)
     job = job_from_args(args)
     free = read_free_servers(args.free, fabric) if args.free else None

@@ -77,13 +77,7 @@ def _progress_reporter(stream):
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from topologies import load_fabric
-    from tuner.cli.place import load_calibration
-    from tuner.jobs import job_from_args
-    from tuner.placement import read_free_servers
-    from tuner.recommend import RecommendOptions, recommend, write_outputs
+    from tuner.outputs import RECOMMEND_FILES, check_output_dir, output_lock
     from tuner.retransmit import parse_flaps
 
     if args.budget < 1:
@@ -92,6 +86,21 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--cc-samples must be >= 5 paired seeds (got {args.cc_samples}): "
                          "fewer cannot show a setting no worse with 95% confidence")
     parse_flaps(args.flaps)  # fail on a bad flap model before minutes of searching
+    check_output_dir(args.output, RECOMMEND_FILES)  # and on an -o it cannot write
+    with output_lock(args.output):  # a second recommend on this -o is refused meanwhile
+        return _run_locked(args)
+
+
+def _run_locked(args: argparse.Namespace) -> int:
+    import sys
+
+    from topologies import load_fabric
+    from tuner.cli.place import load_calibration
+    from tuner.jobs import job_from_args
+    from tuner.outputs import input_hashes
+    from tuner.placement import read_free_servers
+    from tuner.recommend import RecommendOptions, recommend, write_outputs
+
     fabric = load_fabric(args.fabric)
     job = job_from_args(args)
     opts = RecommendOptions(
@@ -110,7 +119,13 @@ def run(args: argparse.Namespace) -> int:
         rec = recommend(fabric, job, opts, progress=step)
     finally:
         close()
-    paths = write_outputs(rec, args.output, fabric)
+    facts = {"command": "recommend",
+             "options": {k: (str(v) if isinstance(v, Path) else v)
+                         for k, v in vars(args).items() if not k.startswith("_")},
+             "seed": args.seed,
+             "inputs": input_hashes([args.fabric, args.job, args.calibration, args.free,
+                                     args.background, getattr(args, "model_config", None)])}
+    paths = write_outputs(rec, args.output, fabric, manifest=facts)
     if args.json:
         print_json({**rec.to_json(), "files": [str(p) for p in paths]})
         return 0

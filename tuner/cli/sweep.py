@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +42,9 @@ def register(sub) -> argparse.ArgumentParser:
                    help="use an existing Dask cluster instead of a local one")
     p.add_argument("--retry-errors", action="store_true",
                    help="run again the points recorded with an error (default: keep them)")
+    p.add_argument("--allow-failures", action="store_true",
+                   help="exit 0 even when points failed (default: exit 1 with a one-line "
+                        "summary on stderr)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_json_flag(p)
     return p
@@ -49,14 +53,18 @@ def register(sub) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 0:
         raise ValueError("--workers must be >= 0")
+    from tuner.outputs import check_resumable_dir, output_lock
+
     spec_path = Path(args.spec)
     spec = load_spec(spec_path)
     if args.workers != 0 or args.scheduler:
         sweeps.runner._import_dask()  # one line naming the extra, before any work
-    summary = sweeps.run_sweep(spec, args.out, workers=args.workers, scheduler=args.scheduler,
-                              progress=not args.no_progress, spec_text=spec_path.read_text(),
-                              retry_errors=args.retry_errors,
-                               command_point=CommandPoint)
+    check_resumable_dir(args.out)  # an unwritable -o fails before any point runs
+    with output_lock(args.out):  # a second sweep into this DIR is refused meanwhile
+        summary = sweeps.run_sweep(spec, args.out, workers=args.workers,
+                                   scheduler=args.scheduler, progress=not args.no_progress,
+                                   spec_text=spec_path.read_text(),
+                                   retry_errors=args.retry_errors, command_point=CommandPoint)
     if args.json:
         print_json(summary)
     else:
@@ -64,7 +72,21 @@ def run(args: argparse.Namespace) -> int:
                            [[summary.points, summary.ok, summary.errors, summary.resumed,
                              summary.ran, summary.wall_s]]))
         print(f"results: {Path(args.out) / sweeps.RESULTS_JSONL}, {Path(args.out) / sweeps.RESULTS_CSV}")
+    if summary.errors and not args.allow_failures:
+        print(f"netsim sweep: {failure_line(Path(args.out), summary)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_line(out: Path, summary: sweeps.SweepSummary) -> str:
+    """``3 of 8 points failed (first: {"x": 3}: worker died (exit code 3)); ...``."""
+    first = next((r for r in sweeps.read_results(out / sweeps.RESULTS_JSONL)
+                  if not r.ok), None)
+    cause = "" if first is None else f" (first: {sweeps.point_key(first.point)}: {first.error})"
+    line = (f"{summary.errors} of {summary.points} points failed{cause}; see "
+            f"{out / sweeps.RESULTS_CSV}; --retry-errors reruns them, --allow-failures "
+            "exits 0")
+    return line if len(line) <= 400 else line[:397] + "..."
 
 
 def _subcommands() -> tuple[str, ...]:
