@@ -76,7 +76,7 @@ def test_every_file_parses(reco) -> None:
     rec, out, paths = reco
     assert {p.name for p in paths} == {"nccl.env", "nccl_tuner.csv", "nic_dcqcn.conf",
                                        "switch_qos.yaml", "placement.json", "report.md",
-                                       "netsim_tuner.c"}
+                                       "netsim_tuner.c", "manifest.json"}
     env = render.parse_env_file((out / "nccl.env").read_text())
     assert {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT",
             "NCCL_IB_TC"} <= set(env)
@@ -84,8 +84,12 @@ def test_every_file_parses(reco) -> None:
     assert _sourced_by_bash(out / "nccl.env", env) == env
     csv_text = (out / "nccl_tuner.csv").read_text()
     rows = render.parse_tuner_csv(csv_text)
-    assert rows and rows[0].min_bytes == 0
-    assert all(a.max_bytes + 1 == b.min_bytes for a, b in zip(rows, rows[1:], strict=False))   # no gaps
+    assert rows
+    assert all(a.max_bytes < b.min_bytes for a, b in zip(rows, rows[1:], strict=False))  # in order
+    # a row for exactly the buckets whose choice held out of sample (NCCL keeps the others)
+    kept = [(r["min_bytes"], r["max_bytes"]) for r in rec.details["collectives"]
+            if r["check"]["accepted"]]
+    assert [(r.min_bytes, r.max_bytes) for r in rows] == kept
     # the plugin's column order as its header comment, '#' in column 0 (plugin.c skips
     # line[0] == '#'); every row leaves the channel count to NCCL (-1): the suite's plugin
     # touches *nChannels only for a row with channels > 0 (tests/tuner/test_tuner_plugin.py)
