@@ -73,12 +73,7 @@ def seeds_of(seed: int, samples: int = SAMPLES) -> tuple[tuple[int, ...], tuple[
 def paired_check(what: str, default_s: Callable[[int], float], change_s: Callable[[int], float],
                  seed: int = 0, samples: int = SAMPLES) -> PairedCheck:
     """Iteration times of the change and the default on the same seeds, in sample and held out."""
-    ins, held = seeds_of(seed, samples)
-
-    def ratios(seeds):
-        return log_ratios([change_s(s) for s in seeds], [default_s(s) for s in seeds])
-
-    return PairedCheck(what, interval(ratios(ins)), interval(ratios(held)), ins, held)
+    return PairedCheck(what, *_intervals(default_s, change_s, seed, samples))
 
 
 def check_qps(fabric, job, gpu_of_rank, qps: int, seed: int = 0, calibration=None,
@@ -138,3 +133,38 @@ def check_collective_row(fabric, ranks, row: dict, qps: int = 1, seed: int = 0,
     return PairedCheck(f"{row['algo']}/{row['proto']} for {row['min_bytes']}-{row['max_bytes']} B",
                        interval(ratios(int(row["size"]), ins)), interval(held_r), ins, held,
                        f"time vs {'/'.join(baseline)} (held out: other sizes of the bucket)")
+
+
+def check_retransmit(flaps, default, recommended, restart_s: float = 600.0, seed: int = 0,
+                     samples: int = SAMPLES, draws: int = 1000) -> PairedCheck:
+    """A (timeout, retry count) against the defaults: the mean stall per flap (a flap not
+    survived costs a restart, ``restart_s``) over *draws* flaps drawn from the flap model per
+    seed, both settings on the same draws; held out: other seeds' draws."""
+    import numpy as np
+
+    def stall(setting):
+        def at(s: int) -> float:
+            rng = np.random.default_rng([int(s), 26])
+            if flaps.kind == "list":
+                d = rng.choice(np.asarray(flaps.durations_s, dtype=float), draws)
+            else:
+                d = flaps.quantile(rng.uniform(size=draws))
+            st = setting.stall_s(d)
+            return float(np.mean(np.where(np.isfinite(st), st, restart_s)))
+        return at
+
+    return PairedCheck(f"NCCL_IB_TIMEOUT/RETRY_CNT {recommended.timeout}/{recommended.retry_cnt}",
+                       *_intervals(stall(default), stall(recommended), seed, samples),
+                       versus=f"mean stall per flap vs {default.timeout}/{default.retry_cnt} "
+                              f"({draws} flaps drawn from the flap model per seed; a flap not "
+                              f"survived costs a {restart_s:g} s restart)")
+
+
+def _intervals(default_s, change_s, seed: int, samples: int):
+    """(in-sample interval, held-out interval, seeds, held-out seeds) of paired log ratios."""
+    ins, held = seeds_of(seed, samples)
+
+    def ratios(seeds):
+        return log_ratios([change_s(s) for s in seeds], [default_s(s) for s in seeds])
+
+    return interval(ratios(ins)), interval(ratios(held)), ins, held

@@ -119,6 +119,7 @@ class _Run:
     #: the placement applied ("topo" or "linear") and topo's paired out-of-sample check
     placement: str = "linear"
     placement_check: dict | None = None
+    retransmit_check: dict | None = None
 
     def set_env(self, name: str, value, reason: str | None = None) -> None:
         self.env[name] = str(value)
@@ -155,7 +156,8 @@ def recommend(fabric, job, opts: RecommendOptions | None = None, progress=None) 
         ports, topo.ranks(fabric), t_def, t_rec,
         _summary(run, place_verdict, t_def, t_rec, cc, topo.gpu_of_rank), _notes(run.opts),
         details={**_details(run.opts, places, qp, coll, cc, rt),
-                 "placement_check": run.placement_check},
+                 "placement_check": run.placement_check,
+                 "retransmit_check": run.retransmit_check},
         placement_strategy=topo.strategy)
 
 
@@ -320,7 +322,9 @@ def _step_retransmit(run: _Run):
     run.say("retransmit", 0.85)
     opts = run.opts
     flaps = retransmit.parse_flaps(opts.flaps)
-    rt = retransmit.recommend_retransmit(flaps, opts.margin, opts.adaptive_retrans)
+    rt = _confirm_retransmit(run, flaps,
+                             retransmit.recommend_retransmit(flaps, opts.margin,
+                                                             opts.adaptive_retrans))
     run.env.update(rt.env())
     run.why["NCCL_IB_TIMEOUT"] = rt.reason
     d, r = rt.default, rt.recommended
@@ -334,6 +338,23 @@ def _step_retransmit(run: _Run):
                                 r.setting.retry_cnt, f"retry window "
                                 f"{r.setting.survivable_flap_s:.2f} s = timeout x retries", eff))
     return rt
+
+
+def _confirm_retransmit(run: _Run, flaps, rt):
+    """The recommended timeout/retries only if their stall per flap is shorter than the
+    defaults' over seeded flap draws and no longer on held-out draws; else the defaults."""
+    import dataclasses
+
+    from tuner.outofsample import check_retransmit
+
+    d, r = rt.default.setting, rt.recommended.setting
+    if (d.timeout, d.retry_cnt) == (r.timeout, r.retry_cnt):
+        return rt
+    check = check_retransmit(flaps, d, r, seed=run.opts.seed)
+    run.retransmit_check = check.as_dict()
+    if check.accepted:
+        return dataclasses.replace(rt, reason=f"{rt.reason}; {check.reason}")
+    return dataclasses.replace(rt, recommended=rt.default, reason=f"defaults kept: {check.reason}")
 
 
 def _step_qos(run: _Run) -> list[dict]:

@@ -70,3 +70,34 @@ def test_a_tuner_row_is_written_only_when_it_beats_ring_simple_out_of_sample(sma
     # a row that only restates the baseline is no evidence: NCCL's own tuner keeps the bucket
     same = check_collective_row(small_clos, ranks, {**bucket, "algo": "ring", "proto": "simple"})
     assert not same.accepted and "not shorter with confidence" in same.reason
+
+
+def test_retransmit_kept_only_when_it_shortens_the_stall_per_flap() -> None:
+    from tuner import retransmit
+    from tuner.outofsample import check_retransmit
+
+    # flaps of at most 5 s: 18/7 (T = 1.07 s) recovers sooner after each flap than 20/7
+    # (T = 4.3 s) and survives them all
+    fl = retransmit.parse_flaps("max=5s")
+    rt = retransmit.recommend_retransmit(fl)
+    ok = check_retransmit(fl, rt.default.setting, rt.recommended.setting)
+    assert ok.accepted and ok.held_out.ratio_hi < 1
+    # lognormal flaps: the search trades survival for faster dead-link detection (20/4); the
+    # restarts it costs lengthen the mean stall, so it is not kept
+    fl = retransmit.parse_flaps("lognormal:median=1s,p99=6s")
+    rt = retransmit.recommend_retransmit(fl)
+    assert (rt.recommended.setting.timeout, rt.recommended.setting.retry_cnt) != (20, 7)
+    bad = check_retransmit(fl, rt.default.setting, rt.recommended.setting)
+    assert not bad.accepted and bad.in_sample.ratio > 1
+
+
+def test_recommend_keeps_the_retransmit_defaults_when_the_check_refuses(small_clos,
+                                                                         small_job) -> None:
+    from tuner.recommend import RecommendOptions, recommend
+
+    rec = recommend(small_clos, small_job, RecommendOptions(
+        budget=1, place_iterations=100, flaps="lognormal:median=1s,p99=6s"))
+    assert (rec.env["NCCL_IB_TIMEOUT"], rec.env["NCCL_IB_RETRY_CNT"]) == ("20", "7")
+    check = rec.details["retransmit_check"]
+    assert check and not check["accepted"]
+    assert rec.env_reasons["NCCL_IB_TIMEOUT"].startswith("defaults kept")
