@@ -348,11 +348,12 @@ def _collectives(f: Path, events: list[dict], meta: dict, step_of, sec,
             continue
         if not group:
             no_group += 1
-        overlapped = kind == "dp" and any(lo <= start <= hi for lo, hi in backward)
+        in_backward = any(lo <= start <= hi for lo, hi in backward)
         out.append({"type": "collective", "step": step, "op": op, "kind": kind,
                     "group": group or [], "bytes": size or 0, "dtype": None,
                     "start_s": sec(start), "end_s": sec(max(end, e["ts"] + e["dur"])),
-                    "overlapped": overlapped, "impl": e["name"]})
+                    "overlapped": kind == "dp" and in_backward,
+                    "posted_in_backward": in_backward, "impl": e["name"]})
     if unmatched:
         notes.append(f"unidentified communication operators (not used): "
                      f"{', '.join(f'{n} ({k})' for n, k in unmatched.most_common(5))}")
