@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from netsim.traces.kineto import STEP, _dedupe, _first_step_ts, _rank_trace
+from netsim.traces.kineto import COMM, STEP, _dedupe, _first_step_ts, _rank_trace
 from netsim.traces.records import RankTrace, TraceRun, check_ranks
 
 AXES = ("tp", "cp", "dp", "pp")
@@ -145,7 +145,8 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]],
     for f, doc in docs:
         rank = _rank_trace(f, doc, t0, [])
         _set_layout(rank, layout)
-        _assign_groups(rank, process_groups(doc), layout, notes)
+        labelled = any(COMM.match(str(e.get("name", ""))) for e in doc["traceEvents"])
+        _assign_groups(rank, process_groups(doc), layout, notes, rekind=not labelled)
         if not any(c["phase"] in ("forward", "backward", "optimizer") for c in rank.compute):
             rank.compute += compute_records(doc, t0)
         ranks.append(rank)
@@ -170,9 +171,11 @@ def _set_layout(rank: RankTrace, layout: Layout) -> None:
 
 
 def _assign_groups(rank: RankTrace, groups: list[list[int]], layout: Layout,
-                   notes: list[str]) -> None:
-    """Give group-less collectives their rank's one candidate group; kinds from the layout;
-    a data-parallel call posted from the autograd engine is overlapped."""
+                   notes: list[str], rekind: bool = True) -> None:
+    """Give group-less collectives their rank's one candidate group; kinds from the layout
+    (``rekind``: unless the trainer's ``trainer/comm/{kind}`` ranges named them: its
+    embedding all-reduce of the first and last stage is no pipeline transfer); a
+    data-parallel call posted from the autograd engine is overlapped."""
     me = rank.meta["rank"]
     mine = [g for g in groups if me in g]
     proper = [g for g in mine if len(g) < layout.world_size] or mine
@@ -184,7 +187,7 @@ def _assign_groups(rank: RankTrace, groups: list[list[int]], layout: Layout,
             else:
                 ambiguous += 1
                 continue
-        if c["kind"] == "other":
+        if c["kind"] == "other" and rekind:
             c["kind"] = layout.kind(sorted(c["group"]))
             c["overlapped"] = c["kind"] == "dp" and c.get("posted_in_backward", False)
     if ambiguous:
@@ -251,7 +254,7 @@ def _kernel_records(kernels: list[dict], cpu: list[dict], events: list[dict],
     runtime launch of the same ``correlation``)."""
     launch = {e["args"]["correlation"]: e["ts"] for e in events
               if e.get("cat") == "cuda_runtime" and "correlation" in (e.get("args") or {})}
-    spans = sorted(((c["start_s"], c["end_s"], c["step"], c["phase"]) for c in cpu))
+    spans = sorted((c["start_s"], c["end_s"], c["step"], c["phase"]) for c in cpu)
     starts = [s[0] for s in spans]
     out = []
     for k in kernels:

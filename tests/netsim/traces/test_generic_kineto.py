@@ -5,6 +5,7 @@ this project's trainer) read into ``netsim diagnose`` and ``netsim calibrate``
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -20,7 +21,7 @@ JOB = Path(__file__).resolve().parent / "torch_job.py"
 def _job(out: Path, *args: str) -> Path:
     cmd = [sys.executable, str(JOB), str(out), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
