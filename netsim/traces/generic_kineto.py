@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from netsim.traces import chakra
 from netsim.traces.kineto import COMM, STEP, _dedupe, _first_step_ts, _rank_trace
 from netsim.traces.records import RankTrace, TraceRun, check_ranks
 
@@ -127,13 +128,15 @@ def infer_layout(groups: list[list[int]], world: int) -> Layout:
     return Layout(tp=tp, pp=pp, dp=world // (tp * pp))
 
 
-def read_generic_docs(d: Path, docs: list[tuple[Path, dict]],
-                      layout: Layout | None = None) -> TraceRun:
-    """The run of profiler documents without ``trainer_meta`` (module doc)."""
+def read_generic_docs(d: Path, docs: list[tuple[Path, dict]], layout: Layout | None = None,
+                      ets: dict[int, dict] | None = None) -> TraceRun:
+    """The run of profiler documents without ``trainer_meta`` (module doc); ``ets``: the
+    execution traces beside them by process id (``netsim.traces.chakra``)."""
     t0 = min(_first_step_ts(doc) for _, doc in docs)
     notes: list[str] = []
-    groups = process_groups(docs[0][1])
+    ets = ets or {}
     world = int((docs[0][1].get("distributedInfo") or {}).get("world_size", 1))
+    groups = _groups(docs[0][1], ets, world)
     if layout is None:
         layout = infer_layout(groups, world)
         notes.append(f"layout inferred from the process groups: tp {layout.tp}, pp {layout.pp}, "
@@ -146,7 +149,8 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]],
         rank = _rank_trace(f, doc, t0, [])
         _set_layout(rank, layout)
         labelled = any(COMM.match(str(e.get("name", ""))) for e in doc["traceEvents"])
-        _assign_groups(rank, process_groups(doc), layout, notes, rekind=not labelled)
+        _sizes_from_et(rank, ets.get(_pid(doc)), notes)
+        _assign_groups(rank, _groups(doc, ets, world), layout, notes, rekind=not labelled)
         if not any(c["phase"] in ("forward", "backward", "optimizer") for c in rank.compute):
             rank.compute += compute_records(doc, t0)
         ranks.append(rank)
@@ -157,6 +161,35 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]],
     run = TraceRun(path=str(d), ranks=ranks, summary={"start_step": 0})
     run.notes = _dedupe(notes)
     return run
+
+
+def _pid(doc: dict) -> int | None:
+    """The process id of a Kineto document's CPU operators (an execution trace's ``pid``)."""
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and isinstance(e.get("pid"), int):
+            return e["pid"]
+    return None
+
+
+def _groups(doc: dict, ets: dict[int, dict], world: int) -> list[list[int]]:
+    """The document's ``pg_config`` groups, else those of its execution trace."""
+    et = ets.get(_pid(doc))
+    return process_groups(doc) or (chakra.process_groups(et, world) if et else [])
+
+
+def _sizes_from_et(rank: RankTrace, et: dict | None, notes: list[str]) -> None:
+    """Message sizes Kineto lacks (``record_shapes=False``) from the execution trace's node
+    of the same ``rf_id``."""
+    unsized = [c for c in rank.collectives if not c["bytes"]]
+    if not unsized:
+        return
+    sizes = chakra.comm_sizes(et) if et else {}
+    for c in unsized:
+        c["bytes"] = sizes.get(c.get("rf_id"), 0)
+    left = sum(1 for c in unsized if not c["bytes"])
+    if left:
+        notes.append(f"{left} collective calls on rank {rank.meta['rank']} without a size "
+                     "(profile with record_shapes=True or an ExecutionTraceObserver)")
 
 
 def _set_layout(rank: RankTrace, layout: Layout) -> None:

@@ -353,7 +353,8 @@ def _collectives(f: Path, events: list[dict], meta: dict, step_of, sec,
                     "group": group or [], "bytes": size or 0, "dtype": None,
                     "start_s": sec(start), "end_s": sec(max(end, e["ts"] + e["dur"])),
                     "overlapped": kind == "dp" and in_backward,
-                    "posted_in_backward": in_backward, "impl": e["name"]})
+                    "posted_in_backward": in_backward, "impl": e["name"],
+                    "rf_id": (e.get("args") or {}).get("Record function id")})
     if unmatched:
         notes.append(f"unidentified communication operators (not used): "
                      f"{', '.join(f'{n} ({k})' for n, k in unmatched.most_common(5))}")
