@@ -89,8 +89,12 @@ def process_groups(et: dict, world: int) -> list[list[int]]:
                 return []
             out = []
             for pg in pgs if isinstance(pgs, list) else []:
-                ranks = sorted(int(r) for r in pg.get("ranks") or [])
-                if not ranks and int(pg.get("group_size", 0) or 0) == world:
+                ranks = pg.get("ranks") if isinstance(pg, dict) else None
+                if not isinstance(ranks, list) or not all(
+                        isinstance(r, int) and 0 <= r < world for r in ranks):
+                    continue  # not a group this reader can use
+                ranks = sorted(ranks)
+                if not ranks and pg.get("group_size") == world:
                     ranks = list(range(world))
                 if len(ranks) >= 2 and ranks not in out:
                     out.append(ranks)

@@ -94,18 +94,27 @@ def layout_of(args: Any) -> Layout | None:
     return Layout(**{a: 1 if v is None else int(v) for a, v in given.items()})
 
 
-def process_groups(doc: dict) -> list[list[int]]:
-    """Sorted rank lists of ``distributedInfo.pg_config`` (groups of one left out)."""
+def process_groups(doc: dict, where: str = "profiler trace") -> list[list[int]]:
+    """Sorted rank lists of ``distributedInfo.pg_config`` (groups of one left out).
+
+    Raises ValueError naming ``where`` and the entry when a group's ranks are not a list of
+    ranks of the world."""
     dist = doc.get("distributedInfo") or {}
     world = int(dist.get("world_size", 1))
+    pgs = dist.get("pg_config") or []
+    if not isinstance(pgs, list):
+        raise ValueError(f"{where}: distributedInfo.pg_config must be a list of groups, got "
+                         f"{type(pgs).__name__}")
     out = []
-    for pg in dist.get("pg_config") or []:
-        if not isinstance(pg, dict):
-            continue
-        ranks = pg.get("ranks") or []
-        if not ranks and int(pg.get("pg_size", 0) or 0) == world:
+    for i, pg in enumerate(pgs):
+        ranks = pg.get("ranks") if isinstance(pg, dict) else None
+        if not isinstance(ranks, list) or not all(
+                isinstance(r, int) and not isinstance(r, bool) and 0 <= r < world for r in ranks):
+            raise ValueError(f"{where}: distributedInfo.pg_config[{i}].ranks must be a list of "
+                             f"ranks below the world size {world}, got {ranks!r:.60}")
+        if not ranks and pg.get("pg_size") == world:
             ranks = list(range(world))  # the default group may list no ranks
-        ranks = sorted(int(r) for r in ranks)
+        ranks = sorted(ranks)
         if len(ranks) >= 2 and ranks not in out:
             out.append(ranks)
     return out
@@ -136,7 +145,7 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]], layout: Layout | N
     notes: list[str] = []
     ets = ets or {}
     world = int((docs[0][1].get("distributedInfo") or {}).get("world_size", 1))
-    groups = _groups(docs[0][1], ets, world)
+    groups = _groups(docs[0], ets, world)
     if layout is None:
         layout = infer_layout(groups, world)
         notes.append(f"layout inferred from the process groups: tp {layout.tp}, pp {layout.pp}, "
@@ -150,7 +159,8 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]], layout: Layout | N
         _set_layout(rank, layout)
         labelled = any(COMM.match(str(e.get("name", ""))) for e in doc["traceEvents"])
         _sizes_from_et(rank, ets.get(_pid(doc)), notes)
-        _assign_groups(rank, _groups(doc, ets, world), layout, notes, rekind=not labelled)
+        _assign_groups(rank, _groups((f, doc), ets, world), layout, notes,
+                       rekind=not labelled)
         if not any(c["phase"] in ("forward", "backward", "optimizer") for c in rank.compute):
             rank.compute += compute_records(doc, t0)
         ranks.append(rank)
@@ -171,10 +181,12 @@ def _pid(doc: dict) -> int | None:
     return None
 
 
-def _groups(doc: dict, ets: dict[int, dict], world: int) -> list[list[int]]:
+def _groups(item: tuple[Path, dict], ets: dict[int, dict], world: int) -> list[list[int]]:
     """The document's ``pg_config`` groups, else those of its execution trace."""
+    f, doc = item
     et = ets.get(_pid(doc))
-    return process_groups(doc) or (chakra.process_groups(et, world) if et else [])
+    return process_groups(doc, f"profiler trace {f}") or (
+        chakra.process_groups(et, world) if et else [])
 
 
 def _sizes_from_et(rank: RankTrace, et: dict | None, notes: list[str]) -> None:

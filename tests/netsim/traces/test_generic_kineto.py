@@ -177,3 +177,21 @@ def test_execution_traces_supply_what_kineto_lacks(fsdp_run, tmp_path):
     bare = read_traces(tmp_path)
     assert all(c["bytes"] == 0 and c["group"] == [] for c in bare.ranks[0].collectives)
     assert any("without a size" in n for n in bare.notes)
+
+
+@pytest.mark.parametrize("pg_config, what", [
+    ({"ranks": [0, 1]}, "must be a list of groups"),
+    ([{"ranks": "0,1"}], "pg_config[0].ranks"),
+    ([{"ranks": [0, 5]}], "below the world size 2"),
+    ([7], "pg_config[0].ranks")])
+def test_bad_process_groups_are_one_line(tmp_path, capsys, pg_config, what):
+    from tuner.cli import main as netsim
+
+    for rank in range(2):
+        doc = {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1",
+                                "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0}],
+               "distributedInfo": {"rank": rank, "world_size": 2, "pg_config": pg_config}}
+        (tmp_path / f"kineto-rank{rank}.json").write_text(json.dumps(doc))
+    assert netsim(["calibrate", str(tmp_path), "-o", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and what in err and "kineto-rank0.json" in err
