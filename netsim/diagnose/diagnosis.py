@@ -659,8 +659,8 @@ def whatifs(run: TraceRun, stragglers: list[Straggler], at_scale: int | None = N
     from netsim.diagnose.calibration import fit_calibration, job_from_trace
     from netsim.workload.predict import predict
 
-    if not stragglers:
-        return []
+    if not stragglers or not run.meta.get("model"):
+        return []  # a foreign job's profiler trace: no model to predict (its run.notes say so)
     cal = calibration or fit_calibration([run])
     traced = job_from_trace(run)
     hw = cal.hardware()

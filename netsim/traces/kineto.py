@@ -78,13 +78,23 @@ def read_traces(path: str | Path) -> TraceRun:
 def read_kineto_dir(path: str | Path) -> TraceRun:
     """Every Kineto Chrome trace in ``path`` (one per rank) as one run."""
     d = Path(path)
+    return run_from_docs(d, load_kineto_docs(d))
+
+
+def load_kineto_docs(d: Path) -> list[tuple[Path, dict]]:
+    """(file, document) of every torch.profiler Chrome trace in ``d``, shapes checked."""
     files = sorted(f for f in d.glob("*.json") if f.name not in ("summary.json", "host.json"))
     docs = [(f, _load(f)) for f in files]
     docs = [(f, doc) for f, doc in docs if doc is not None]
     if not docs:
         seen = ", ".join(f.name for f in files[:3]) + (" ..." if len(files) > 3 else "")
-        raise ValueError(f"trace {path}: no torch.profiler Chrome trace (*.json with traceEvents)"
+        raise ValueError(f"trace {d}: no torch.profiler Chrome trace (*.json with traceEvents)"
                          + (f"; {seen}: a JSON object without traceEvents" if files else ""))
+    return docs
+
+
+def run_from_docs(d: Path, docs: list[tuple[Path, dict]]) -> TraceRun:
+    """The run of the trainer's ``--profile`` documents (``load_kineto_docs``)."""
     t0 = min(_first_step_ts(doc) for _, doc in docs)
     notes: list[str] = []
     ranks = [_rank_trace(f, doc, t0, notes) for f, doc in docs]
@@ -338,11 +348,13 @@ def _collectives(f: Path, events: list[dict], meta: dict, step_of, sec,
             continue
         if not group:
             no_group += 1
-        overlapped = kind == "dp" and any(lo <= start <= hi for lo, hi in backward)
+        in_backward = any(lo <= start <= hi for lo, hi in backward)
         out.append({"type": "collective", "step": step, "op": op, "kind": kind,
                     "group": group or [], "bytes": size or 0, "dtype": None,
                     "start_s": sec(start), "end_s": sec(max(end, e["ts"] + e["dur"])),
-                    "overlapped": overlapped, "impl": e["name"]})
+                    "overlapped": kind == "dp" and in_backward,
+                    "posted_in_backward": in_backward, "impl": e["name"],
+                    "rf_id": (e.get("args") or {}).get("Record function id")})
     if unmatched:
         notes.append(f"unidentified communication operators (not used): "
                      f"{', '.join(f'{n} ({k})' for n, k in unmatched.most_common(5))}")

@@ -205,3 +205,49 @@ def test_predict_like_cli_names_the_host_and_refuses_other_hardware(clean_run, t
     assert netsim(["predict", "--like", str(clean_run), "--calibration", str(cal),
                    "--gpu", "a100"]) == 2
     assert "fitted on cpu:" in capsys.readouterr().err
+
+
+def _strip_trainer_meta(src, dst):
+    """The trainer's torch.profiler files as any PyTorch job's: trainer_meta removed."""
+    dst.mkdir()
+    for f in sorted(src.glob("*.json")):
+        doc = json.loads(f.read_text())
+        doc.pop("trainer_meta", None)
+        (dst / f.name).write_text(json.dumps(doc))
+    return dst
+
+
+def _comm_gap(a, b) -> float:
+    """Largest relative difference of two calibrations' shared comm fits, each evaluated at
+    the bus bytes of 1 KiB to 16 MiB."""
+    gaps = []
+    for key in set(a.comm) & set(b.comm):
+        for x in (2.0**10, 2.0**17, 2.0**24):
+            ta, tb = a.comm[key].time_s(x), b.comm[key].time_s(x)
+            gaps.append(abs(ta - tb) / tb)
+    return max(gaps)
+
+
+def test_stripped_trainer_profiles_read_as_a_foreign_job(straggler_run, tmp_path):
+    """Without trainer_meta the trainer's profiler traces are a foreign job's
+    (``netsim.traces.generic_kineto``): its layout is inferred from the process groups, the
+    same straggler is named, and the collectives calibrate within 2% of the trainer's own
+    reading of the same files (compute: no model, not calibrated)."""
+    from netsim.diagnose.calibration import fit_calibration
+    from netsim.diagnose.diagnosis import diagnose
+    from netsim.traces.detect import read_traces
+    from netsim.traces.records import read_trace_dir
+
+    foreign = read_traces(_strip_trainer_meta(straggler_run / "kineto", tmp_path / "foreign"))
+    own = read_traces(straggler_run / "kineto")
+    assert own.meta.get("layout_known", True) and not foreign.meta["layout_known"]
+    assert [(r.meta["tp"], r.meta["pp"], r.meta["dp"]) for r in foreign.ranks] == [(2, 2, 2)] * 8
+    assert [r.meta["pp_rank"] for r in foreign.ranks] == [r.meta["pp_rank"] for r in own.ranks]
+    native = read_trace_dir(straggler_run / "native")
+    assert [s.rank for s in diagnose(foreign).stragglers] == [
+        s.rank for s in diagnose(native).stragglers] == [5]
+    cal_f, cal_o = fit_calibration([foreign]), fit_calibration([own])
+    print("comm gap to the trainer's reading:", _comm_gap(cal_f, cal_o), "to the native "
+          "trace-rank*.jsonl calibration:", _comm_gap(cal_f, fit_calibration([native])))
+    assert set(cal_f.comm) == set(cal_o.comm) and not cal_f.compute
+    assert _comm_gap(cal_f, cal_o) < 0.02

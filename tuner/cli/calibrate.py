@@ -1,8 +1,9 @@
 """``netsim calibrate TRACE... -o calibration.json``: fit the workload model to measurements.
 
 Each TRACE is a trainer ``--trace-dir`` (``trainer-trace/1``) or a ``python -m trainer.bench``
-JSON file (``trainer-bench/1``), or a directory of torch.profiler Chrome traces
-(``netsim.traces.kineto``: the trainer's ``--profile`` or any PyTorch job). Prints every fit with its
+JSON file (``trainer-bench/1``), or a directory of torch.profiler Chrome traces (the trainer's
+``--profile``: ``netsim.traces.kineto``; any PyTorch job: ``netsim.traces.generic_kineto``,
+its degrees from ``--tp --pp --dp --cp --ep`` or its process groups). Prints every fit with its
 residuals, and on stderr what the reader could not identify.
 """
 
@@ -38,6 +39,9 @@ def register(sub) -> argparse.ArgumentParser:
                    help="with --host-cores: runnable weight of a rank inside a blocking "
                    "collective, in [0, 1], or 'fit' (default): the one of 0, 0.25, ..., 1 whose "
                    "host fit has the smallest residual")
+    from tuner.cli.diagnose import add_layout_flags
+
+    add_layout_flags(p)
     add_json_flag(p)
     return p
 
@@ -49,14 +53,16 @@ def run(args: argparse.Namespace) -> int:
         fit_calibration,
         fit_host_on_iterations,
     )
-    from netsim.traces.kineto import read_traces
+    from netsim.traces.detect import read_traces
+    from netsim.traces.generic_kineto import layout_of
     from netsim.traces.records import TraceRun, read_bench
     from tuner.outputs import check_output_file, write_file_atomic
 
     check_output_file(args.output)  # an unwritable -o fails before the traces are read
+    layout = layout_of(args)
     runs, benches = [], []
     for path in progress(args.traces, desc="reading traces", enabled=sys.stderr.isatty()):
-        item = read_traces(path) if Path(path).is_dir() else read_bench(path)
+        item = read_traces(path, layout) if Path(path).is_dir() else read_bench(path)
         (runs if isinstance(item, TraceRun) else benches).append(item)
         for note in getattr(item, "notes", []):
             print(f"netsim calibrate: {path}: {note}", file=sys.stderr)

@@ -28,15 +28,27 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--calibration", help="calibration.json for the what-ifs (default: fitted "
                    "on the traces themselves)")
     p.add_argument("--skip", type=int, default=1, help="warm-up steps left out (default 1)")
+    add_layout_flags(p)
     add_json_flag(p)
     return p
 
 
+def add_layout_flags(p: argparse.ArgumentParser) -> None:
+    """``--tp --pp --dp --cp --ep`` (predict's names): the degrees of a foreign job's
+    torch.profiler traces (default: inferred from their process groups)."""
+    for axis, what in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"),
+                       ("ep", "expert")):
+        p.add_argument(f"--{axis}", type=int, default=None,
+                       help=f"{what}-parallel degree of a PyTorch job's profiler traces "
+                       "(default: from their process groups; Megatron-LM rank order)")
+
+
 def run(args: argparse.Namespace) -> int:
     from netsim.diagnose.diagnosis import diagnose, plot_heatmap, whatifs
-    from netsim.traces.kineto import read_traces
+    from netsim.traces.detect import read_traces
+    from netsim.traces.generic_kineto import layout_of
 
-    run_ = read_traces(args.trace_dir)
+    run_ = read_traces(args.trace_dir, layout_of(args))
     if args.at_scale is not None and args.at_scale < 1:
         raise ValueError(f"--at-scale must be a positive GPU count, got {args.at_scale}")
     d = diagnose(run_, skip=args.skip)

@@ -1,0 +1,197 @@
+"""torch.profiler traces of a plain PyTorch job (``torch_job.py``: DDP and FSDP2 on gloo, not
+this project's trainer) read into ``netsim diagnose`` and ``netsim calibrate``
+(``netsim.traces.generic_kineto``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+JOB = Path(__file__).resolve().parent / "torch_job.py"
+
+
+def _job(out: Path, *args: str) -> Path:
+    cmd = [sys.executable, str(JOB), str(out), *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="session")
+def ddp_slow(tmp_path_factory):
+    """4-rank DDP, rank 1 with 40 more matrix products per step, 5 profiled steps."""
+    return _job(tmp_path_factory.mktemp("ddp") / "kineto", "--world", "4", "--slow-rank", "1",
+                "--port", "29611")
+
+
+@pytest.fixture(scope="session")
+def fsdp_run(tmp_path_factory):
+    """2-rank FSDP2 (fully_shard; FSDP1 refuses a CPU-only host), with its execution trace."""
+    return _job(tmp_path_factory.mktemp("fsdp") / "kineto", "--wrap", "fsdp", "--port", "29621",
+                "--execution-trace")
+
+
+def test_ddp_slowed_rank_is_named_alone(ddp_slow, capsys):
+    from tuner.cli import main as netsim
+
+    doc = json.loads((ddp_slow / "kineto-rank0.json").read_text())
+    assert "trainer_meta" not in doc and doc["distributedInfo"]["backend"] == "gloo"
+    assert netsim(["diagnose", str(ddp_slow), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["rank"] for s in out["stragglers"]] == [1]
+    assert all(min(r["compute_s"]) > 0 for r in out["per_rank"])  # was 0.0 before this reader
+
+
+def test_ddp_collectives_read_with_group_size_and_kind(ddp_slow):
+    from netsim.traces.detect import read_traces
+
+    run = read_traces(ddp_slow)
+    assert [r.meta["rank"] for r in run.ranks] == [0, 1, 2, 3]
+    params = 256 * 256 * 2 + 256 * 2 + 256 + 1  # the MLP of torch_job.py: one DDP bucket
+    for rank in run.ranks:
+        calls = Counter((c["op"], c["kind"], c["bytes"], tuple(c["group"]), c["overlapped"])
+                        for c in rank.collectives)
+        assert calls == {("all_reduce", "dp", 4 * params, (0, 1, 2, 3), True): 5}
+        assert {c["phase"] for c in rank.compute} >= {"forward", "backward", "optimizer"}
+
+
+def test_calibrate_fits_ddp_and_fsdp(ddp_slow, fsdp_run, tmp_path, capsys):
+    from tuner.cli import main as netsim
+
+    out = tmp_path / "cal.json"
+    assert netsim(["calibrate", str(ddp_slow), str(fsdp_run), "-o", str(out)]) == 0
+    cal = json.loads(out.read_text())
+    assert {"all_reduce/server/dp", "all_gather/server/dp",
+            "reduce_scatter/server/dp"} <= set(cal["comm"])
+    assert "layout inferred" in capsys.readouterr().err
+
+
+def test_fsdp_calls_and_layout_flags(fsdp_run, capsys):
+    from netsim.traces.detect import read_traces
+    from netsim.traces.generic_kineto import Layout
+    from tuner.cli import main as netsim
+
+    run = read_traces(fsdp_run, Layout(dp=2))
+    ops = Counter(c["op"] for c in run.ranks[0].collectives)
+    assert set(ops) == {"all_gather", "reduce_scatter"} and ops["all_gather"] > ops[
+        "reduce_scatter"]  # forward and backward gathers, one reduce-scatter per unit
+    assert not any("layout inferred" in n for n in run.notes)
+    assert netsim(["diagnose", str(fsdp_run), "--tp", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "world size is 2" in err
+
+
+def test_layout_kinds_and_inference():
+    from netsim.traces.generic_kineto import Layout, infer_layout
+
+    lay = Layout(tp=2, pp=2, dp=4, ep=2)
+    assert lay.kind([0, 1]) == "tp" and lay.kind([0, 8]) == "pp"
+    assert lay.kind([0, 2, 4, 6]) == "dp" and lay.kind([0, 2]) == "ep"
+    assert lay.kind(list(range(16))) == "other"
+    groups = [list(range(16)), *[[r, r + 1] for r in range(0, 16, 2)],
+              *[[r, r + 8] for r in range(8)],
+              *[[h * 8 + t + 2 * d for d in range(4)] for h in range(2) for t in range(2)]]
+    assert infer_layout(groups, 16) == Layout(tp=2, pp=2, dp=4)
+    assert infer_layout([[0, 1, 2, 3]], 4) == Layout(dp=4)
+    with pytest.raises(ValueError, match="--ep 3 must divide --dp 4"):
+        Layout(dp=4, ep=3)
+
+
+def test_gpu_kernels_are_the_compute(tmp_path):
+    """A GPU job's trace (NCCL): compute from its non-NCCL kernels, each in the phase of the
+    CPU operator that launched it; the NCCL kernel is the collective's transfer."""
+    from netsim.traces.detect import read_traces
+
+    for rank in range(2):
+        slow = 2.0 if rank == 1 else 1.0
+        ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
+               "tid": 1, "ts": 0.0, "dur": 5000.0},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+               "ts": 10.0, "dur": 20.0},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+               "ts": 15.0, "dur": 5.0, "args": {"correlation": 11}},
+              {"ph": "X", "cat": "kernel", "name": "sm90_gemm", "pid": 0, "tid": 7,
+               "ts": 40.0, "dur": 1000.0 * slow, "args": {"correlation": 11}},
+              {"ph": "X", "cat": "cpu_op", "name": BACKWARD_OP, "pid": 1, "tid": 1,
+               "ts": 100.0, "dur": 50.0},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+               "ts": 110.0, "dur": 5.0, "args": {"correlation": 12}},
+              {"ph": "X", "cat": "kernel", "name": "sm90_gemm_bwd", "pid": 0, "tid": 7,
+               "ts": 1100.0 * slow, "dur": 2000.0 * slow, "args": {"correlation": 12}},
+              {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1,
+               "ts": 200.0, "dur": 10.0,
+               "args": {"Collective name": "allreduce", "In msg nelems": 1024,
+                        "Out msg nelems": 1024, "dtype": "BFloat16",
+                        "Process Group Ranks": "[0, 1]", "External id": 7}},
+              {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
+               "pid": 0, "tid": 8, "ts": 3200.0 * slow, "dur": 300.0,
+               "args": {"External id": 7}}]
+        doc = {"traceEvents": ev, "distributedInfo": {
+            "backend": "nccl", "rank": rank, "world_size": 2,
+            "pg_config": [{"pg_name": "0", "pg_size": 2, "ranks": [0, 1]}]}}
+        (tmp_path / f"kineto-rank{rank}.json").write_text(json.dumps(doc))
+    run = read_traces(tmp_path)
+    comp = {(c["phase"], c["name"]): c["end_s"] - c["start_s"] for c in run.ranks[1].compute
+            if c["phase"] != "iteration"}
+    assert comp == pytest.approx({("forward", "sm90_gemm"): 2e-3,
+                                  ("backward", "sm90_gemm_bwd"): 4e-3})
+    [c] = run.ranks[0].collectives
+    assert (c["op"], c["kind"], c["bytes"], c["group"]) == ("all_reduce", "dp", 2048, [0, 1])
+
+
+BACKWARD_OP = "autograd::engine::evaluate_function: MmBackward0"
+
+
+def test_execution_traces_supply_what_kineto_lacks(fsdp_run, tmp_path):
+    """Kineto traces without shapes (record_shapes=False) or process groups: the
+    ExecutionTraceObserver files beside them (Chakra's input, linked by rf_id and pid) give
+    the same sizes and groups; without them the calls are unsized and ungrouped."""
+    from netsim.traces.detect import read_traces
+
+    def calls(run):
+        return [[(c["op"], c["bytes"], c["group"], c["kind"]) for c in r.collectives]
+                for r in run.ranks]
+
+    full = read_traces(fsdp_run)
+    assert sorted(f.name for f in fsdp_run.glob("et-*.json")) == ["et-rank0.json",
+                                                                  "et-rank1.json"]
+    for f in fsdp_run.glob("*.json"):
+        doc = json.loads(f.read_text())
+        if "traceEvents" in doc:
+            doc["distributedInfo"].pop("pg_config")
+            for e in doc["traceEvents"]:
+                (e.get("args") or {}).pop("Input Dims", None)
+        (tmp_path / f.name).write_text(json.dumps(doc))
+    assert calls(read_traces(tmp_path)) == calls(full)
+    for f in tmp_path.glob("et-*.json"):
+        f.unlink()
+    bare = read_traces(tmp_path)
+    assert all(c["bytes"] == 0 and c["group"] == [] for c in bare.ranks[0].collectives)
+    assert any("without a size" in n for n in bare.notes)
+
+
+@pytest.mark.parametrize("pg_config, what", [
+    ({"ranks": [0, 1]}, "must be a list of groups"),
+    ([{"ranks": "0,1"}], "pg_config[0].ranks"),
+    ([{"ranks": [0, 5]}], "below the world size 2"),
+    ([7], "pg_config[0].ranks")])
+def test_bad_process_groups_are_one_line(tmp_path, capsys, pg_config, what):
+    from tuner.cli import main as netsim
+
+    for rank in range(2):
+        doc = {"traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1",
+                                "pid": 1, "tid": 1, "ts": 0.0, "dur": 10.0}],
+               "distributedInfo": {"rank": rank, "world_size": 2, "pg_config": pg_config}}
+        (tmp_path / f"kineto-rank{rank}.json").write_text(json.dumps(doc))
+    assert netsim(["calibrate", str(tmp_path), "-o", str(tmp_path / "c.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and what in err and "kineto-rank0.json" in err
