@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments._output import write_csv
+
 POLICIES = ("linear", "topo")
 DESIGN_SEEDS = range(11, 21)
 BEGIN, END = "<!-- over-time:begin -->", "<!-- over-time:end -->"
@@ -59,14 +61,6 @@ def replay_rows(f, seed: int, load: float, jobs: int, iterations: int) -> list[d
                      "mean_fragmentation": js["mean_fragmentation"],
                      "cpu_s": time.process_time() - t0})
     return rows
-
-
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
 
 
 def read_csv(path: Path) -> list[dict]:

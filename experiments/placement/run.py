@@ -23,7 +23,6 @@ list (one server per ToR set in turn), a 100-job replay.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -32,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments._output import write_csv
 from topologies import Clos3Spec, clos3
 
 OCCUPANCY = 0.6
@@ -164,14 +164,6 @@ def run(setup: Setup, seed: int = 0, log=print, ratios=("1:1", "2:1"),
             if done:
                 done(jobs, streams)
     return jobs, streams
-
-
-def write_csv(path: Path, rows: list[dict]) -> Path:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
 
 
 def figure(jobs: list[dict], streams: list[dict], path: Path) -> Path:
