@@ -41,12 +41,21 @@ import numpy as np
 from netsim.model.hardware import HardwareProfile
 from netsim.model.models import ModelConfig
 from netsim.traces.records import RankTrace, TraceRun
-from netsim.workload.comm import SCOPES, AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
+from netsim.workload.comm import (
+    SCOPES,
+    AlphaBeta,
+    AnalyticCommModel,
+    SendRing,
+    bus_factor,
+    ring_steps,
+)
 from netsim.workload.compute import OPTIMIZER_BYTES_PER_PARAM, RooflineCompute, TaskShape
 from netsim.workload.host import HostCost
 from netsim.workload.job import JobSpec, Overlap
 
 SCHEMA = "netsim-calibration/1"
+COMM_KINDS = ("tp", "pp", "dp", "ep", "cp")
+"""Kinds a comm fit is keyed by (``op/scope/kind``), as the trainer's records name them."""
 PHASES = {("forward", "layer"): "forward", ("backward", "layer"): "backward",
           ("forward", "head"): "logits_forward", ("backward", "head"): "logits_backward"}
 
@@ -98,6 +107,9 @@ class Calibration:
         for scope in {k.split("/")[1] for k in self.comm}:  # other ops: the all-reduce fit
             if ("all_reduce", scope) in over:
                 over[("*", scope)] = over[("all_reduce", scope)]
+            send = over.get(("send", scope, "cp"))  # the CP ring: the trainer's sends
+            if send is not None and ("all_gather", scope, "cp") not in over:
+                over[("all_gather", scope, "cp")] = SendRing(send.alpha_s, send.busbw_Bps)
         return AnalyticCommModel(hw, over)
 
     def compute_model(self, hw: HardwareProfile) -> FittedCompute:
@@ -477,7 +489,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
     for (op, scope, size, n, kind), ts in mpts.items():
         point = (size * bus_factor(op, n), float(np.median(ts)))
         grouped[f"{op}/{scope}"].append(point)
-        if kind in ("tp", "pp", "dp", "ep", "cp"):  # the same op behaves differently per kind
+        if kind in COMM_KINDS:  # the same op behaves differently per kind
             grouped[f"{op}/{scope}/{kind}"].append(point)
     for key, pts in grouped.items():
         x, t = np.array(pts).T
@@ -540,9 +552,10 @@ def load_calibration(path: str | Path) -> Calibration:
     for k in data["comm"]:
         parts = str(k).split("/")
         if len(parts) not in (2, 3) or parts[1] not in SCOPES or \
-                (len(parts) == 3 and parts[2] not in ("tp", "pp", "dp")):
+                (len(parts) == 3 and parts[2] not in COMM_KINDS):
             raise InputError(source, "comm", k, f"a key op/scope[/kind] with scope one of "
-                             f"{', '.join(SCOPES)} and kind tp, pp or dp", "all_reduce/tor")
+                             f"{', '.join(SCOPES)} and kind one of {', '.join(COMM_KINDS)}",
+                             "all_reduce/tor")
 
     cores = check_value(data.get("host_cores"), float | None, source, "host_cores",
                         _rule(gt=0, allow_inf=True))

@@ -135,6 +135,26 @@ class AlphaBeta:
         return t if size.ndim else float(t)
 
 
+@dataclass(frozen=True, slots=True)
+class SendRing:
+    """A ring of ``n - 1`` sequential sends priced by a fitted send (context parallelism's
+    KV ring calibrated on the trainer's ``send`` records): an all-gather of ``S = n x block``
+    bytes takes ``(n - 1) (alpha_s + block / busbw_Bps)``."""
+
+    alpha_s: float
+    busbw_Bps: float
+
+    def time_s(self, op: str, n: int, size_bytes):
+        """Seconds for an all-gather of ``size_bytes`` (a number or an array) over ``n``."""
+        size = np.asarray(size_bytes, dtype=np.float64)
+        if n <= 1:
+            return np.zeros_like(size) if size.ndim else 0.0
+        block = size / n
+        bw = 0.0 if math.isinf(self.busbw_Bps) else block / self.busbw_Bps
+        t = np.where(size > 0, (n - 1) * (self.alpha_s + bw), 0.0)
+        return t if size.ndim else float(t)
+
+
 class AnalyticCommModel:
     """Closed-form alpha-beta model from a hardware profile, optionally overridden per scope.
 
@@ -149,7 +169,8 @@ class AnalyticCommModel:
 
     def alpha_beta(self, op: str, scope: str, n: int, nic_bps: float,
                    kind: str = "") -> AlphaBeta:
-        """Parameters for ``op`` among ``n`` ranks in ``scope`` (``kind``: tp, pp, dp)."""
+        """Parameters for ``op`` among ``n`` ranks in ``scope`` (``kind``: tp, cp, ep, pp,
+        dp, embedding)."""
         get = self.overrides.get
         fit = get((op, scope, kind)) or get((op, scope)) or get(("*", scope))
         if fit is not None:
