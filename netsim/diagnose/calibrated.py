@@ -3,6 +3,7 @@
 - ``default_host_cores``: CPU traces whose ``host`` records say how many cores the ranks shared
   need the shared-host model (``netsim calibrate --host-cores``); this is the default.
 - ``fit_warnings``: fits that explain their points poorly, each with what to add.
+- ``gaps_warning``: the collectives a prediction priced without a fit of their kind.
 - ``hardware_for``: the hardware a calibration describes; applying it to other hardware is
   refused (a CPU calibration cannot price an A100).
 - ``job_like``: the job a trace ran (``netsim predict --like TRACE_DIR``), with the cores that
@@ -61,6 +62,18 @@ def fit_warnings(cal, runs: list[TraceRun]) -> list[str]:
             str(r.meta.get("device", "")).startswith("cpu") for r in runs):
         out.append("CPU traces without the cores the ranks shared: pass --host-cores C")
     return out
+
+
+def gaps_warning(gaps: list[dict]) -> str | None:
+    """One line naming the collectives a prediction priced without a fit of their kind
+    (``Prediction.calibration_gaps``), or None when the calibration saw them all."""
+    if not gaps:
+        return None
+    parts = [f"{g['kind']} {g['op']} ({g['scope']}): "
+             + (f"the {g['fallback']} fit of other kinds" if g["fallback"] != "uncalibrated"
+                else "uncalibrated hardware profile") for g in gaps]
+    return ("the calibration never saw " + "; ".join(parts) + ": those times extrapolate; "
+            "calibrate on a run of a layout that has them")
 
 
 def hardware_for(cal, gpu: str | None):

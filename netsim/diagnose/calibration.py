@@ -101,6 +101,27 @@ class Calibration:
 
     def comm_model(self, hw: HardwareProfile) -> AnalyticCommModel:
         """Analytic model whose (op, scope) entries are replaced by the fits."""
+        return AnalyticCommModel(hw, self.comm_overrides())
+
+    def coverage_gaps(self, used) -> list[dict[str, str]]:
+        """The ``(op, scope, kind)`` calls of a prediction (``used``) this calibration has no
+        fit of that kind for, each with the fit that priced it instead (``op/scope``, fitted
+        on other kinds' calls, or ``all_reduce/scope`` for any op) or ``uncalibrated``. Kinds
+        ``calibrate`` never keys (embedding, other) only need an ``op/scope`` fit."""
+        over = self.comm_overrides()
+        gaps = []
+        for op, scope, kind in sorted(used):
+            if (op, scope, kind) in over or (kind not in COMM_KINDS and (op, scope) in over):
+                continue
+            fallback = (f"{op}/{scope}" if (op, scope) in over else
+                        f"all_reduce/{scope}" if ("*", scope) in over else "uncalibrated")
+            gaps.append({"kind": kind, "op": op, "scope": scope, "fallback": fallback})
+        return gaps
+
+    def comm_overrides(self) -> dict:
+        """``AnalyticCommModel`` overrides: ``(op, scope[, kind])`` -> the fitted parameters;
+        ``("*", scope)``: the all-reduce fit for ops without one; the CP ring from the CP
+        sends."""
         over = {}
         for key, f in self.comm.items():
             over[tuple(key.split("/"))] = AlphaBeta(alpha_s=f.intercept_s, busbw_Bps=f.rate)
@@ -110,7 +131,7 @@ class Calibration:
             send = over.get(("send", scope, "cp"))  # the CP ring: the trainer's sends
             if send is not None and ("all_gather", scope, "cp") not in over:
                 over[("all_gather", scope, "cp")] = SendRing(send.alpha_s, send.busbw_Bps)
-        return AnalyticCommModel(hw, over)
+        return over
 
     def compute_model(self, hw: HardwareProfile) -> FittedCompute:
         return FittedCompute(self.compute, RooflineCompute(hw))

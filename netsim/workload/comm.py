@@ -197,3 +197,25 @@ class AnalyticCommModel:
             ab = self.alpha_beta(batch.op, SCOPES[int(key[0])], n, float(key[1]), batch.kind)
             out[sel] = ab.time_s(batch.op, n, sizes[sel])
         return out
+
+
+class RecordingCommModel:
+    """Delegates to ``inner`` and records the ``(op, scope, kind)`` of every call it prices
+    (``used``), so a prediction can say which collectives a calibration never saw."""
+
+    def __init__(self, inner: CommModel) -> None:
+        self.inner = inner
+        self.used: set[tuple[str, str, str]] = set()
+
+    def batch_s(self, batch: CommBatch, loc: Locality) -> np.ndarray:
+        groups = np.atleast_2d(batch.groups)
+        live = batch.sizes() > 0
+        if groups.shape[1] > 1 and live.any():
+            for s in np.unique(group_scopes(groups[live], loc)):
+                self.used.add((batch.op, SCOPES[int(s)], batch.kind))
+        return self.inner.batch_s(batch, loc)
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)

@@ -32,6 +32,7 @@ from netsim.workload.comm import (
     CommBatch,
     CommModel,
     Locality,
+    RecordingCommModel,
     fabric_locality,
     synthetic_locality,
 )
@@ -92,6 +93,10 @@ class Prediction:
     contention: dict = field(default_factory=dict)
     """Time multiplier of each kind from sharing links with the kinds that overlap it
     (flow-engine comm model only; ``netsim.workload.contention``)."""
+    calibration_gaps: list = field(default_factory=list)
+    """With a calibration: the collectives this prediction priced that it has no fit of that
+    kind for, each ``{"kind", "op", "scope", "fallback"}`` (``fallback``: the fit of other
+    kinds' calls that priced it, ``op/scope``, or ``uncalibrated``: the hardware profile)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (contract keys first)."""
@@ -186,6 +191,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         comm_model = calibration.comm_model(hw) if calibration else AnalyticCommModel(hw)
     if compute_model is None:
         compute_model = calibration.compute_model(hw) if calibration else RooflineCompute(hw)
+    if calibration is not None and hasattr(calibration, "coverage_gaps"):
+        comm_model = RecordingCommModel(comm_model)
     say("placing ranks")
     grid4 = layout.gpu_grid(job, placement)
     grid = grid4.reshape(job.pp, job.dp * job.cp, job.tp)
@@ -214,6 +221,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     pred = _report(job, model, hw, comp, comm, full, run, exposed)
     pred.host_s = host_s
     pred.contention = factors
+    if isinstance(comm_model, RecordingCommModel):
+        pred.calibration_gaps = calibration.coverage_gaps(comm_model.used)
     return pred
 
 

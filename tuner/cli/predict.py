@@ -188,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
     pred, shared = _prediction(args, job, fabric, hw, calibration, placement, background,
                                comm_model, compute_model, stragglers, bar)
     bar.close()
+    _warn_calibration(pred)
     if args.json:
         print_json(_json_report(pred, shared, opts, fabric, comm, hw))
         return 0
@@ -197,6 +198,15 @@ def run(args: argparse.Namespace) -> int:
 
         print_background(shared.background)
     return 0
+
+
+def _warn_calibration(pred) -> None:
+    """One stderr line when the calibration never saw a collective the job uses."""
+    from netsim.diagnose.calibrated import gaps_warning
+
+    line = gaps_warning(pred.calibration_gaps)
+    if line:
+        print(f"warning: {line}", file=sys.stderr)
 
 
 def _comm_kind(args: argparse.Namespace) -> str:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from netsim.diagnose.calibration import load_calibration
+from netsim.diagnose.calibration import Calibration, load_calibration
 from netsim.model.models import get_model
 from netsim.workload import JobSpec, predict
 from netsim.workload.volumes import cp_kv_width, ep_bytes
@@ -63,3 +63,49 @@ def test_an_unknown_kind_is_still_refused(tmp_path):
                                 "comm": {"all_reduce/server/zz": SEND}}))
     with pytest.raises(ValueError, match="kind one of tp, pp, dp, ep, cp"):
         load_calibration(path)
+
+
+ALL_REDUCE = dict(intercept_s=1e-4, rate=1e9, points=4, rel_rms=0.01, max_rel=0.02)
+
+
+@pytest.fixture
+def dp_pp_calibration(tmp_path):
+    """What ``netsim calibrate`` writes for a tp1 pp2 dp4 trace: no TP all-reduce."""
+    path = tmp_path / "calibration.json"
+    path.write_text(json.dumps({
+        "schema": "netsim-calibration/1", "sources": [], "world_size": 8, "host_cores": None,
+        "host": {}, "compute": {"forward": FWD},
+        "comm": {"all_reduce/server": ALL_REDUCE, "all_reduce/server/dp": ALL_REDUCE,
+                 "send/server": SEND, "send/server/pp": SEND}}))
+    return path
+
+
+def test_a_layout_the_calibration_never_saw_is_named(dp_pp_calibration):
+    cal = load_calibration(dp_pp_calibration)
+    seen = JobSpec(model="tiny", tp=1, pp=2, dp=4, global_batch=8)
+    assert predict(seen, hardware=cal.hardware(), calibration=cal).calibration_gaps == []
+    tp2 = JobSpec(model="tiny", tp=2, pp=1, dp=4, global_batch=8)
+    gaps = predict(tp2, hardware=cal.hardware(), calibration=cal).calibration_gaps
+    assert gaps == [{"kind": "tp", "op": "all_reduce", "scope": "server",
+                     "fallback": "all_reduce/server"}]
+    compute_only = Calibration(compute=cal.compute, world_size=8)
+    bare = predict(tp2.replace(dp=1, global_batch=2), hardware=cal.hardware(),
+                   calibration=compute_only)
+    assert bare.calibration_gaps == [{"kind": "tp", "op": "all_reduce", "scope": "server",
+                                      "fallback": "uncalibrated"}]
+    assert predict(tp2).calibration_gaps == []  # no calibration, nothing to extrapolate
+
+
+def test_predict_cli_warns_about_calibration_gaps(capsys, dp_pp_calibration):
+    from tuner.cli import main
+
+    args = ["predict", "--calibration", str(dp_pp_calibration), "--model", "tiny",
+            "--dp", "4", "--global-batch", "8", "--json"]
+    assert main(args + ["--tp", "1", "--pp", "2"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["calibration_gaps"] == [] and captured.err == ""
+    assert main(args + ["--tp", "2"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["calibration_gaps"][0]["kind"] == "tp"
+    lines = [x for x in captured.err.splitlines() if x.startswith("warning:")]
+    assert len(lines) == 1 and "tp all_reduce (server)" in lines[0]
