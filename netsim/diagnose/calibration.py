@@ -531,8 +531,9 @@ def host_utilization(runs: list[TraceRun], cores: float) -> dict[str, float]:
 
 
 def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:
-    """What the traced ranks ran on: device kind, hosts, backend, and a name for reports
-    (``cpu:HOST`` for the CPU trainer, the device string otherwise)."""
+    """What the traced ranks ran on: device kind, hosts, backend, the host's cores and the
+    fewest any run had left (``available_cores``: less means other load shared the host),
+    and a name for reports (``cpu:HOST`` for the CPU trainer, the device string otherwise)."""
     if not runs:
         return {}
     devices = sorted({str(r.meta.get("device", "?")).split(":")[0] for run in runs
@@ -542,7 +543,10 @@ def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:
     return {"name": f"{kind}:{hosts[0]}" + (f"+{len(hosts) - 1}" if len(hosts) > 1 else ""),
             "device": kind, "hosts": hosts,
             "backend": runs[0].meta.get("backend"),
-            "host_cores": runs[0].host.get("host_cores")}
+            "host_cores": runs[0].host.get("host_cores"),
+            "available_cores": min((r.host["available_cores"] for r in runs
+                                    if r.host.get("available_cores") is not None),
+                                   default=None)}
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:
