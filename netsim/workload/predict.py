@@ -519,6 +519,18 @@ def _fsdp_once_s(job: JobSpec, model, comp: _ComputeTimes, comm: _CommTimes) -> 
             + moe * layer(comp.tf_moe, comp.tb_moe, comm.fsdp_ag_moe, comm.fsdp_rs_moe))
 
 
+def _fsdp_layer_s(job: JobSpec, model, comm: _CommTimes) -> float:
+    """One layer's FSDP all-gather + reduce-scatter (+ all-reduce), the costlier of the layer
+    kinds (dense, MoE) the model has."""
+    dense, moe = _stage_kinds(job, model)
+    out = 0.0
+    if dense.any():
+        out = float((comm.fsdp_ag + comm.fsdp_rs).max())
+    if moe.any():
+        out = max(out, float((comm.fsdp_ag_moe + comm.fsdp_rs_moe).max()))
+    return out
+
+
 def fsdp_iteration_s(job: JobSpec, model, comm: _CommTimes) -> float:
     """FSDP seconds on the wire per iteration of the busiest stage (calls x call times)."""
     if not job.fsdp:
@@ -604,8 +616,7 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         comm_s={"tp": float(comm.tp.max()), "cp": float(comm.cp.max()),
                 "ep": float(comm.ep.max()), "pp": float(comm.pp.max()),
                 "dp": float(comm.dp_all.max() + comm.dp_gather.max()),
-                "fsdp_layer": float(np.maximum(comm.fsdp_ag + comm.fsdp_rs,
-                                               comm.fsdp_ag_moe + comm.fsdp_rs_moe).max()),
+                "fsdp_layer": _fsdp_layer_s(job, model, comm),
                 "fsdp_iteration": fsdp_iteration_s(job, model, comm),
                 "embedding": comm.embedding},
         compute_s=busy,

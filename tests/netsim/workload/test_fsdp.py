@@ -144,3 +144,15 @@ def test_predict_flags_and_job_file_set_the_fsdp_settings(capsys, tmp_path):
     import json
 
     assert json.loads(capsys.readouterr().out)["comm_s"] == once["comm_s"]
+
+
+def test_fsdp_layer_of_an_all_moe_model_is_its_moe_layer():
+    job = JobSpec(model="mixtral-8x7b", gpu="h100", tp=1, pp=1, dp=8, ep=4, seq=1024,
+                  global_batch=16, fsdp=True)
+    model = get_model("mixtral-8x7b").replace(seq=1024)
+    pred = predict(job, comm_model=BusBytes(), compute_model=FreeCompute())
+    shared = model.layer_params(True) - model.expert_params()
+    ag_s, rs_s = _gather_and_reduce_bus(shared, 8, job)
+    ag_e, rs_e = _gather_and_reduce_bus(model.expert_params() / job.ep, 2, job)
+    expected = (ag_s + rs_s + ag_e + rs_e) / BUS_BPS  # no dense layer to report instead
+    assert pred.comm_s["fsdp_layer"] == pytest.approx(expected, rel=1e-12)
