@@ -3,6 +3,9 @@
 - ``default_host_cores``: CPU traces whose ``host`` records say how many cores the ranks shared
   need the shared-host model (``netsim calibrate --host-cores``); this is the default.
 - ``fit_warnings``: fits that explain their points poorly, each with what to add.
+- ``gaps_warning``: the collectives a prediction priced without a fit of their kind.
+- ``transfer_check`` / ``calibration_transfer``: whether a calibration carries to a job of
+  more ranks (a CPU one does not), and whether its host was shared (``host_sharing``).
 - ``hardware_for``: the hardware a calibration describes; applying it to other hardware is
   refused (a CPU calibration cannot price an A100).
 - ``job_like``: the job a trace ran (``netsim predict --like TRACE_DIR``), with the cores that
@@ -61,6 +64,60 @@ def fit_warnings(cal, runs: list[TraceRun]) -> list[str]:
             str(r.meta.get("device", "")).startswith("cpu") for r in runs):
         out.append("CPU traces without the cores the ranks shared: pass --host-cores C")
     return out
+
+
+def gaps_warning(gaps: list[dict]) -> str | None:
+    """One line naming the collectives a prediction priced without a fit of their kind
+    (``Prediction.calibration_gaps``), or None when the calibration saw them all."""
+    if not gaps:
+        return None
+    parts = [f"{g['kind']} {g['op']} ({g['scope']}): "
+             + (f"the {g['fallback']} fit of other kinds" if g["fallback"] != "uncalibrated"
+                else "uncalibrated hardware profile") for g in gaps]
+    return ("the calibration never saw " + "; ".join(parts) + ": those times extrapolate; "
+            "calibrate on a run of a layout that has them")
+
+
+def host_sharing(info: dict[str, Any], ranks: int, cores: float) -> str | None:
+    """How the calibrated ranks shared their host (``cores``: the cores they were fitted on,
+    ``info``: ``Calibration.hardware_info``), or None when nothing says it was shared."""
+    parts = []
+    if cores < math.inf and ranks > cores:
+        parts.append(f"{ranks} ranks time-sliced {cores:g} cores")
+    total, avail = info.get("host_cores"), info.get("available_cores")
+    if total and avail is not None and float(avail) < float(total) - 0.5:
+        parts.append(f"other processes used {float(total) - float(avail):.1f} of the host's "
+                     f"{total} cores")
+    return "; ".join(parts) or None
+
+
+def transfer_check(info: dict[str, Any], calibrated_ranks: int, cores: float,
+                   ranks: int) -> dict[str, Any]:
+    """Whether a calibration fitted on ``calibrated_ranks`` ranks (``info``: its
+    ``hardware_info``; empty in files from before it was recorded) carries to a job of
+    ``ranks`` ranks: a CPU (gloo) calibration projected onto more ranks does not (its
+    latencies, bandwidths and compute rates are one host's). ``warning`` is set when not."""
+    device = str(info.get("device") or "unknown")
+    backend = str(info.get("backend") or "unknown")
+    cpu = device == "cpu" or (device == "unknown" and (backend == "gloo" or cores < math.inf))
+    out: dict[str, Any] = {"device": device, "backend": backend,
+                           "calibrated_ranks": int(calibrated_ranks), "predicted_ranks": int(ranks),
+                           "transfers": not (cpu and ranks > calibrated_ranks),
+                           "shared_host": host_sharing(info, calibrated_ranks, cores)}
+    if not out["transfers"]:
+        shared = f", {out['shared_host']}" if out["shared_host"] else ""
+        out["warning"] = (f"a CPU calibration does not transfer: fitted on {calibrated_ranks} "
+                          f"{device}/{backend} ranks{shared}, projected onto {ranks} ranks "
+                          "with that host's latencies, bandwidths and compute rates; "
+                          "calibrate on GPU traces, or predict on a GPU profile (--gpu) "
+                          "without --calibration")
+    return out
+
+
+def calibration_transfer(cal, ranks: int) -> dict[str, Any]:
+    """``transfer_check`` of a ``Calibration`` for a job of ``ranks`` ranks."""
+    return transfer_check(getattr(cal, "hardware_info", {}) or {}, cal.world_size,
+                          cal.host_cores, ranks)
 
 
 def hardware_for(cal, gpu: str | None):

@@ -41,12 +41,21 @@ import numpy as np
 from netsim.model.hardware import HardwareProfile
 from netsim.model.models import ModelConfig
 from netsim.traces.records import RankTrace, TraceRun
-from netsim.workload.comm import SCOPES, AlphaBeta, AnalyticCommModel, bus_factor, ring_steps
+from netsim.workload.comm import (
+    SCOPES,
+    AlphaBeta,
+    AnalyticCommModel,
+    SendRing,
+    bus_factor,
+    ring_steps,
+)
 from netsim.workload.compute import OPTIMIZER_BYTES_PER_PARAM, RooflineCompute, TaskShape
 from netsim.workload.host import HostCost
 from netsim.workload.job import JobSpec, Overlap
 
 SCHEMA = "netsim-calibration/1"
+COMM_KINDS = ("tp", "pp", "dp", "ep", "cp")
+"""Kinds a comm fit is keyed by (``op/scope/kind``), as the trainer's records name them."""
 PHASES = {("forward", "layer"): "forward", ("backward", "layer"): "backward",
           ("forward", "head"): "logits_forward", ("backward", "head"): "logits_backward"}
 
@@ -92,13 +101,37 @@ class Calibration:
 
     def comm_model(self, hw: HardwareProfile) -> AnalyticCommModel:
         """Analytic model whose (op, scope) entries are replaced by the fits."""
+        return AnalyticCommModel(hw, self.comm_overrides())
+
+    def coverage_gaps(self, used) -> list[dict[str, str]]:
+        """The ``(op, scope, kind)`` calls of a prediction (``used``) this calibration has no
+        fit of that kind for, each with the fit that priced it instead (``op/scope``, fitted
+        on other kinds' calls, or ``all_reduce/scope`` for any op) or ``uncalibrated``. Kinds
+        ``calibrate`` never keys (embedding, other) only need an ``op/scope`` fit."""
+        over = self.comm_overrides()
+        gaps = []
+        for op, scope, kind in sorted(used):
+            if (op, scope, kind) in over or (kind not in COMM_KINDS and (op, scope) in over):
+                continue
+            fallback = (f"{op}/{scope}" if (op, scope) in over else
+                        f"all_reduce/{scope}" if ("*", scope) in over else "uncalibrated")
+            gaps.append({"kind": kind, "op": op, "scope": scope, "fallback": fallback})
+        return gaps
+
+    def comm_overrides(self) -> dict:
+        """``AnalyticCommModel`` overrides: ``(op, scope[, kind])`` -> the fitted parameters;
+        ``("*", scope)``: the all-reduce fit for ops without one; the CP ring from the CP
+        sends."""
         over = {}
         for key, f in self.comm.items():
             over[tuple(key.split("/"))] = AlphaBeta(alpha_s=f.intercept_s, busbw_Bps=f.rate)
         for scope in {k.split("/")[1] for k in self.comm}:  # other ops: the all-reduce fit
             if ("all_reduce", scope) in over:
                 over[("*", scope)] = over[("all_reduce", scope)]
-        return AnalyticCommModel(hw, over)
+            send = over.get(("send", scope, "cp"))  # the CP ring: the trainer's sends
+            if send is not None and ("all_gather", scope, "cp") not in over:
+                over[("all_gather", scope, "cp")] = SendRing(send.alpha_s, send.busbw_Bps)
+        return over
 
     def compute_model(self, hw: HardwareProfile) -> FittedCompute:
         return FittedCompute(self.compute, RooflineCompute(hw))
@@ -477,7 +510,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
     for (op, scope, size, n, kind), ts in mpts.items():
         point = (size * bus_factor(op, n), float(np.median(ts)))
         grouped[f"{op}/{scope}"].append(point)
-        if kind in ("tp", "pp", "dp", "ep", "cp"):  # the same op behaves differently per kind
+        if kind in COMM_KINDS:  # the same op behaves differently per kind
             grouped[f"{op}/{scope}/{kind}"].append(point)
     for key, pts in grouped.items():
         x, t = np.array(pts).T
@@ -498,8 +531,9 @@ def host_utilization(runs: list[TraceRun], cores: float) -> dict[str, float]:
 
 
 def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:
-    """What the traced ranks ran on: device kind, hosts, backend, and a name for reports
-    (``cpu:HOST`` for the CPU trainer, the device string otherwise)."""
+    """What the traced ranks ran on: device kind, hosts, backend, the host's cores and the
+    fewest any run had left (``available_cores``: less means other load shared the host),
+    and a name for reports (``cpu:HOST`` for the CPU trainer, the device string otherwise)."""
     if not runs:
         return {}
     devices = sorted({str(r.meta.get("device", "?")).split(":")[0] for run in runs
@@ -509,7 +543,10 @@ def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:
     return {"name": f"{kind}:{hosts[0]}" + (f"+{len(hosts) - 1}" if len(hosts) > 1 else ""),
             "device": kind, "hosts": hosts,
             "backend": runs[0].meta.get("backend"),
-            "host_cores": runs[0].host.get("host_cores")}
+            "host_cores": runs[0].host.get("host_cores"),
+            "available_cores": min((r.host["available_cores"] for r in runs
+                                    if r.host.get("available_cores") is not None),
+                                   default=None)}
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:
@@ -540,9 +577,10 @@ def load_calibration(path: str | Path) -> Calibration:
     for k in data["comm"]:
         parts = str(k).split("/")
         if len(parts) not in (2, 3) or parts[1] not in SCOPES or \
-                (len(parts) == 3 and parts[2] not in ("tp", "pp", "dp")):
+                (len(parts) == 3 and parts[2] not in COMM_KINDS):
             raise InputError(source, "comm", k, f"a key op/scope[/kind] with scope one of "
-                             f"{', '.join(SCOPES)} and kind tp, pp or dp", "all_reduce/tor")
+                             f"{', '.join(SCOPES)} and kind one of {', '.join(COMM_KINDS)}",
+                             "all_reduce/tor")
 
     cores = check_value(data.get("host_cores"), float | None, source, "host_cores",
                         _rule(gt=0, allow_inf=True))

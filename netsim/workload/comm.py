@@ -135,6 +135,26 @@ class AlphaBeta:
         return t if size.ndim else float(t)
 
 
+@dataclass(frozen=True, slots=True)
+class SendRing:
+    """A ring of ``n - 1`` sequential sends priced by a fitted send (context parallelism's
+    KV ring calibrated on the trainer's ``send`` records): an all-gather of ``S = n x block``
+    bytes takes ``(n - 1) (alpha_s + block / busbw_Bps)``."""
+
+    alpha_s: float
+    busbw_Bps: float
+
+    def time_s(self, op: str, n: int, size_bytes):
+        """Seconds for an all-gather of ``size_bytes`` (a number or an array) over ``n``."""
+        size = np.asarray(size_bytes, dtype=np.float64)
+        if n <= 1:
+            return np.zeros_like(size) if size.ndim else 0.0
+        block = size / n
+        bw = 0.0 if math.isinf(self.busbw_Bps) else block / self.busbw_Bps
+        t = np.where(size > 0, (n - 1) * (self.alpha_s + bw), 0.0)
+        return t if size.ndim else float(t)
+
+
 class AnalyticCommModel:
     """Closed-form alpha-beta model from a hardware profile, optionally overridden per scope.
 
@@ -149,7 +169,8 @@ class AnalyticCommModel:
 
     def alpha_beta(self, op: str, scope: str, n: int, nic_bps: float,
                    kind: str = "") -> AlphaBeta:
-        """Parameters for ``op`` among ``n`` ranks in ``scope`` (``kind``: tp, pp, dp)."""
+        """Parameters for ``op`` among ``n`` ranks in ``scope`` (``kind``: tp, cp, ep, pp,
+        dp, embedding)."""
         get = self.overrides.get
         fit = get((op, scope, kind)) or get((op, scope)) or get(("*", scope))
         if fit is not None:
@@ -176,3 +197,25 @@ class AnalyticCommModel:
             ab = self.alpha_beta(batch.op, SCOPES[int(key[0])], n, float(key[1]), batch.kind)
             out[sel] = ab.time_s(batch.op, n, sizes[sel])
         return out
+
+
+class RecordingCommModel:
+    """Delegates to ``inner`` and records the ``(op, scope, kind)`` of every call it prices
+    (``used``), so a prediction can say which collectives a calibration never saw."""
+
+    def __init__(self, inner: CommModel) -> None:
+        self.inner = inner
+        self.used: set[tuple[str, str, str]] = set()
+
+    def batch_s(self, batch: CommBatch, loc: Locality) -> np.ndarray:
+        groups = np.atleast_2d(batch.groups)
+        live = batch.sizes() > 0
+        if groups.shape[1] > 1 and live.any():
+            for s in np.unique(group_scopes(groups[live], loc)):
+                self.used.add((batch.op, SCOPES[int(s)], batch.kind))
+        return self.inner.batch_s(batch, loc)
+
+    def __getattr__(self, name: str):
+        if name == "inner":  # not set yet (copy, pickle): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)

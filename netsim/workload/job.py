@@ -88,6 +88,15 @@ class JobSpec:
     backward, gradients reduce-scattered, over the data-parallel shard group."""
     dp_replicate: int = 1
     """HSDP replicas: FSDP shards over dp / dp_replicate ranks, replicas all-reduce."""
+    fsdp_reshard_after_forward: bool = True
+    """FSDP2 ``fully_shard(reshard_after_forward=...)``: True (PyTorch's default for every
+    module but the root) frees the gathered parameters after forward and all-gathers them again
+    in backward; False keeps them from forward to backward (no backward all-gather)."""
+    fsdp_accumulate_unsharded: bool = False
+    """Gradient accumulation without resharding (FSDP2 ``set_requires_gradient_sync(False)`` and
+    ``set_reshard_after_backward(False)`` on every micro-batch but the last; PyTorch's defaults
+    are True for both, i.e. off here): the forward all-gather and the gradient reduce-scatter
+    run once per iteration instead of once per micro-batch."""
     global_batch: int = 0
     """Sequences per iteration; 0 means 4 x pp x dp x micro_batch (m = 4 pp micro-batches)."""
     micro_batch: int = 1

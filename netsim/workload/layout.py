@@ -96,6 +96,13 @@ def split_replicas(job, grid4: np.ndarray, stage: int,
     return blocks.reshape(-1, inner), blocks.transpose(0, 2, 1).reshape(-1, blocks.shape[1])
 
 
+def split_groups(groups: np.ndarray, inner: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row of ``groups`` cut into blocks of ``inner`` consecutive members: (the blocks
+    (n, inner), the members at the same position of a row's blocks (n, row / inner))."""
+    blocks = groups.reshape(groups.shape[0], -1, inner)  # (rows, outer, inner)
+    return blocks.reshape(-1, inner), blocks.transpose(0, 2, 1).reshape(-1, blocks.shape[1])
+
+
 def expert_groups(job, grid4: np.ndarray, stage: int) -> tuple[np.ndarray, np.ndarray]:
     """(EP groups (n, ep), expert-data-parallel groups (n, cp dp / ep)) of one stage."""
     return split_replicas(job, grid4, stage, job.ep)

@@ -32,6 +32,7 @@ from netsim.workload.comm import (
     CommBatch,
     CommModel,
     Locality,
+    RecordingCommModel,
     fabric_locality,
     synthetic_locality,
 )
@@ -47,7 +48,7 @@ from netsim.workload.host import HostCost, host_bound_s, stage_calls
 from netsim.workload.job import JobSpec
 from netsim.workload.layout import layer_kinds
 from netsim.workload.pipeline import PipelineRun, simulate_pipeline
-from netsim.workload.volumes import cp_kv_width, ep_bytes
+from netsim.workload.volumes import cp_kv_width, ep_bytes, fsdp_calls, fsdp_shard_ranks
 
 KINDS = ("tp", "cp", "ep", "pp", "dp", "embedding")
 
@@ -70,7 +71,9 @@ class Prediction:
     save."""
     comm_s: dict[str, float]
     """Raw time of one call of each kind (tp: one all-reduce; cp: one layer's forward KV
-    ring; ep: one all-to-all; pp: one transfer; dp: all grads)."""
+    ring; ep: one all-to-all; pp: one transfer; dp: all grads; fsdp_layer: one layer's FSDP
+    all-gather + reduce-scatter (+ HSDP all-reduce); fsdp_iteration: every FSDP call of an
+    iteration on the busiest stage, ``netsim.workload.volumes.fsdp_calls`` times each)."""
     compute_s: float
     """Compute time of the busiest stage (forward + backward tasks, exposed TP included)."""
     optimizer_s: float
@@ -90,6 +93,10 @@ class Prediction:
     contention: dict = field(default_factory=dict)
     """Time multiplier of each kind from sharing links with the kinds that overlap it
     (flow-engine comm model only; ``netsim.workload.contention``)."""
+    calibration_gaps: list = field(default_factory=list)
+    """With a calibration: the collectives this prediction priced that it has no fit of that
+    kind for, each ``{"kind", "op", "scope", "fallback"}`` (``fallback``: the fit of other
+    kinds' calls that priced it, ``op/scope``, or ``uncalibrated``: the hardware profile)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (contract keys first)."""
@@ -103,8 +110,10 @@ class _CommTimes:
     tp: np.ndarray  # (p,) one TP all-reduce (or reduce-scatter + all-gather with SP)
     cp: np.ndarray  # (p,) one layer's forward KV ring (backward passes twice the bytes)
     ep: np.ndarray  # (p,) one dispatch (or combine) all-to-all of an MoE layer
-    fsdp_f: np.ndarray  # (p,) FSDP parameter all-gather of one layer
-    fsdp_b: np.ndarray  # (p,) FSDP all-gather + gradient reduce-scatter (+ HSDP all-reduce)
+    fsdp_ag: np.ndarray  # (p,) FSDP parameter all-gather of one dense layer
+    fsdp_rs: np.ndarray  # (p,) its gradient reduce-scatter (+ HSDP all-reduce)
+    fsdp_ag_moe: np.ndarray  # (p,) the same for an MoE layer (experts over their own group)
+    fsdp_rs_moe: np.ndarray
     pp: np.ndarray  # (p,) one transfer from stage s to s + 1 (mod p)
     dp_layer: np.ndarray  # (p,) reduction of one layer's gradients
     dp_all: np.ndarray  # (p,) reduction of all of the stage's gradients
@@ -115,7 +124,8 @@ class _CommTimes:
         z = {k: np.zeros_like(getattr(self, k)) for k in ("tp", "cp", "ep", "pp") if k in kinds}
         if "dp" in kinds:
             z.update({k: np.zeros_like(getattr(self, k))
-                      for k in ("dp_layer", "dp_all", "dp_gather", "fsdp_f", "fsdp_b")})
+                      for k in ("dp_layer", "dp_all", "dp_gather", "fsdp_ag", "fsdp_rs",
+                                "fsdp_ag_moe", "fsdp_rs_moe")})
         if "embedding" in kinds:
             z["embedding"] = 0.0
         return dataclasses.replace(self, **z)
@@ -181,6 +191,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
         comm_model = calibration.comm_model(hw) if calibration else AnalyticCommModel(hw)
     if compute_model is None:
         compute_model = calibration.compute_model(hw) if calibration else RooflineCompute(hw)
+    if calibration is not None and hasattr(calibration, "coverage_gaps"):
+        comm_model = RecordingCommModel(comm_model)
     say("placing ranks")
     grid4 = layout.gpu_grid(job, placement)
     grid = grid4.reshape(job.pp, job.dp * job.cp, job.tp)
@@ -209,6 +221,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     pred = _report(job, model, hw, comp, comm, full, run, exposed)
     pred.host_s = host_s
     pred.contention = factors
+    if isinstance(comm_model, RecordingCommModel):
+        pred.calibration_gaps = calibration.coverage_gaps(comm_model.used)
     return pred
 
 
@@ -285,14 +299,15 @@ def _comm_times(job: JobSpec, model, grid4: np.ndarray, loc: Locality,
     pairs = [np.stack([grid4[q].ravel(), grid4[(q + 1) % p].ravel()], axis=1) for q in stages]
     pp = _per_stage(cm, "send", "pp", pairs, [act / split] * p, loc) if p > 1 else np.zeros(p)
     dp_layer, dp_all, gather = _dp_times(job, model, grid4, loc, cm)
-    fsdp_f, fsdp_b = _fsdp_times(job, model, grid4, loc, cm)
+    fsdp = _fsdp_times(job, model, grid4, loc, cm)
     emb = 0.0
     if p > 1 and model.tied_embeddings:
         ends = [np.stack([grid4[0].ravel(), grid4[-1].ravel()], axis=1)]
         emb_bytes = model.vocab * model.hidden / job.tp * job.grad_bytes
         emb = float(_per_stage(cm, "all_reduce", "embedding", ends, [emb_bytes], loc)[0])
     return _CommTimes(tp=tp, cp=_cp_times(job, model, grid4, loc, cm),
-                      ep=_ep_times(job, model, grid4, loc, cm), fsdp_f=fsdp_f, fsdp_b=fsdp_b,
+                      ep=_ep_times(job, model, grid4, loc, cm), fsdp_ag=fsdp[0],
+                      fsdp_rs=fsdp[1], fsdp_ag_moe=fsdp[2], fsdp_rs_moe=fsdp[3],
                       pp=pp, dp_layer=dp_layer, dp_all=dp_all, dp_gather=gather, embedding=emb)
 
 
@@ -353,28 +368,41 @@ def _dp_times(job: JobSpec, model, grid4, loc, cm):
 
 
 def _fsdp_times(job: JobSpec, model, grid4, loc, cm):
-    """torchtitan FSDP2 per layer: parameters (bf16) all-gathered over the shard group in the
-    forward and again in the backward (``reshard_after_forward``), gradients reduce-scattered
-    (``reduce_dtype`` fp32 = ``grad_bytes``); with HSDP the shards are then all-reduced across
-    ``dp_replicate`` replicas. The shard group spans cp x dp / dp_replicate ranks."""
+    """torchtitan FSDP2 per layer: (all-gather, reduce-scatter) of a dense layer, then of an
+    MoE layer, each (p,). Parameters (bf16) are all-gathered over the shard group, gradients
+    reduce-scattered (``reduce_dtype`` fp32 = ``grad_bytes``); with HSDP the shards are then
+    all-reduced across ``dp_replicate`` replicas. Dense parameters shard over cp x dp / R
+    ranks; routed experts (``1/ep`` of them per rank) over the expert-data-parallel ranks
+    cp x dp / (ep R), as torchtitan's ``dp_shard_mod_ep`` mesh. How often each runs per
+    iteration: ``netsim.workload.volumes.fsdp_calls``."""
     p = job.pp
     if not job.fsdp:
-        return np.zeros(p), np.zeros(p)
-    shard = job.cp * job.dp // job.dp_replicate
-    shard_g, repl_g = [], []
-    for q in range(p):
-        inner, outer = layout.split_replicas(job, grid4, q, shard)
-        shard_g.append(inner)
-        repl_g.append(outer)
-    n = (model.layer_params() if not model.moe else
-         model.layer_params(True) - model.expert_params() + model.expert_params() / job.ep)
-    n = n / job.tp
-    ag = _per_stage(cm, "all_gather", "dp", shard_g, [n * job.act_bytes] * p, loc)
-    rs = _per_stage(cm, "reduce_scatter", "dp", shard_g, [n * job.grad_bytes] * p, loc)
-    ar = np.zeros(p)
+        return (np.zeros(p),) * 4
+    dense_n, exp_n = fsdp_shard_ranks(job)
+    dense_g = [layout.split_replicas(job, grid4, q, dense_n) for q in range(p)]
+    ag, rs = _fsdp_part(job, cm, loc, dense_g, model.layer_params() / job.tp, dense_n)
+    if not model.moe:
+        return ag, rs, ag, rs
+    shared = (model.layer_params(True) - model.expert_params()) / job.tp
+    ag_m, rs_m = _fsdp_part(job, cm, loc, dense_g, shared, dense_n)
+    exp_g = [layout.split_groups(layout.expert_groups(job, grid4, q)[1], exp_n)
+             for q in range(p)]
+    ag_e, rs_e = _fsdp_part(job, cm, loc, exp_g, model.expert_params() / (job.tp * job.ep),
+                            exp_n)
+    return ag, rs, ag_m + ag_e, rs_m + rs_e
+
+
+def _fsdp_part(job: JobSpec, cm, loc, groups, params: float, shard: int):
+    """(all-gather, reduce-scatter [+ replica all-reduce]) of ``params`` elements per rank
+    sharded over ``groups`` (per stage: (shard groups, replica groups))."""
+    p = job.pp
+    shard_g, repl_g = [g for g, _ in groups], [r for _, r in groups]
+    ag = _per_stage(cm, "all_gather", "dp", shard_g, [params * job.act_bytes] * p, loc)
+    rs = _per_stage(cm, "reduce_scatter", "dp", shard_g, [params * job.grad_bytes] * p, loc)
     if job.dp_replicate > 1:
-        ar = _per_stage(cm, "all_reduce", "dp", repl_g, [n * job.grad_bytes / shard] * p, loc)
-    return ag, ag + rs + ar
+        rs = rs + _per_stage(cm, "all_reduce", "dp", repl_g,
+                             [params * job.grad_bytes / shard] * p, loc)
+    return ag, rs
 
 
 def _per_stage(cm: CommModel, op: str, kind: str, groups: list[np.ndarray],
@@ -466,9 +494,53 @@ def _layer_times(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, moe: bool)
         bwd = bwd + exposed(a2a, tb, ov.ep_comm)
     if job.recompute:
         bwd = bwd + fwd
-    fwd = fwd + np.maximum(0.0, comm.fsdp_f - tf)  # FSDP2 prefetches the next layer's gather
-    bwd = bwd + np.maximum(0.0, comm.fsdp_b - tb)
+    ag, rs = (comm.fsdp_ag_moe, comm.fsdp_rs_moe) if moe else (comm.fsdp_ag, comm.fsdp_rs)
+    once = job.fsdp_accumulate_unsharded  # gathered / reduced once per iteration instead
+    fsdp_f = 0.0 if once else ag
+    fsdp_b = (ag if job.fsdp_reshard_after_forward else 0.0) + (0.0 if once else rs)
+    fwd = fwd + np.maximum(0.0, fsdp_f - tf)  # FSDP2 prefetches the next layer's gather
+    bwd = bwd + np.maximum(0.0, fsdp_b - tb)
     return fwd, bwd
+
+
+def _fsdp_once_s(job: JobSpec, model, comp: _ComputeTimes, comm: _CommTimes) -> np.ndarray:
+    """(p,) exposed FSDP time each stage pays once per iteration (gradient accumulation
+    without resharding: one forward gather and one gradient reduction per layer, each
+    exposed beyond its layer's compute), charged at the stage's end as the DP reduction is."""
+    if not (job.fsdp and job.fsdp_accumulate_unsharded):
+        return np.zeros(job.pp)
+    scale = 1.0 if comp.stage_scale is None else comp.stage_scale
+    dense, moe = _stage_kinds(job, model)
+
+    def layer(tf, tb, ag, rs):
+        return np.maximum(0.0, ag - tf * scale) + np.maximum(0.0, rs - tb * scale)
+
+    return (dense * layer(comp.tf, comp.tb, comm.fsdp_ag, comm.fsdp_rs)
+            + moe * layer(comp.tf_moe, comp.tb_moe, comm.fsdp_ag_moe, comm.fsdp_rs_moe))
+
+
+def _fsdp_layer_s(job: JobSpec, model, comm: _CommTimes) -> float:
+    """One layer's FSDP all-gather + reduce-scatter (+ all-reduce), the costlier of the layer
+    kinds (dense, MoE) the model has."""
+    dense, moe = _stage_kinds(job, model)
+    out = 0.0
+    if dense.any():
+        out = float((comm.fsdp_ag + comm.fsdp_rs).max())
+    if moe.any():
+        out = max(out, float((comm.fsdp_ag_moe + comm.fsdp_rs_moe).max()))
+    return out
+
+
+def fsdp_iteration_s(job: JobSpec, model, comm: _CommTimes) -> float:
+    """FSDP seconds on the wire per iteration of the busiest stage (calls x call times)."""
+    if not job.fsdp:
+        return 0.0
+    c = fsdp_calls(job)
+    dense, moe = _stage_kinds(job, model)
+    g = c.gather_forward + c.gather_backward
+    per = (dense * (g * comm.fsdp_ag + c.reduce * comm.fsdp_rs)
+           + moe * (g * comm.fsdp_ag_moe + c.reduce * comm.fsdp_rs_moe))
+    return float(per.max())
 
 
 def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float, PipelineRun]:
@@ -486,12 +558,14 @@ def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float
     bwd[-1] += last * comp.logits_b
     run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v,
                             blocking_send=not job.overlap.pp_send_recv)
-    return float(_stage_done(job, comp, comm, run, fwd, dense + moe).max()), run
+    once = _fsdp_once_s(job, model, comp, comm)
+    return float(_stage_done(job, comp, comm, run, fwd, dense + moe, once).max()), run
 
 
 def _stage_done(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, run: PipelineRun,
-                fwd: np.ndarray, per_q: np.ndarray) -> np.ndarray:
-    """End of each stage's gradient reduction, optimizer step and parameter gather."""
+                fwd: np.ndarray, per_q: np.ndarray, fsdp_once: np.ndarray) -> np.ndarray:
+    """End of each stage's gradient reduction, optimizer step and parameter gather
+    (``fsdp_once``: the stage's once-per-iteration FSDP time)."""
     p, m = job.pp, job.micro_batches
     ov = job.overlap
     done = np.empty(p)
@@ -500,7 +574,7 @@ def _stage_done(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, run: Pipeli
         if ov.dp_grad_reduce and not job.fsdp:
             t = _overlapped_reduce(run.chunk_last_bwd_s[s], layers_s, comm.dp_layer[s])
         else:
-            t = run.stage_end_s[s] + comm.dp_all[s]
+            t = run.stage_end_s[s] + comm.dp_all[s] + fsdp_once[s]
         if s in (0, p - 1) and p > 1:
             t += comm.embedding
         t = max(t, run.stage_end_s[s]) + comp.optimizer[s] * (
@@ -542,7 +616,9 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         comm_s={"tp": float(comm.tp.max()), "cp": float(comm.cp.max()),
                 "ep": float(comm.ep.max()), "pp": float(comm.pp.max()),
                 "dp": float(comm.dp_all.max() + comm.dp_gather.max()),
-                "fsdp_layer": float(comm.fsdp_b.max()), "embedding": comm.embedding},
+                "fsdp_layer": _fsdp_layer_s(job, model, comm),
+                "fsdp_iteration": fsdp_iteration_s(job, model, comm),
+                "embedding": comm.embedding},
         compute_s=busy,
         optimizer_s=float(comp.optimizer.max()),
         pipeline_s=run.makespan_s,

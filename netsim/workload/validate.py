@@ -5,7 +5,8 @@ Megatron-Core's argument checks (``megatron/training/arguments.py``) where it ha
 query groups divisible by TP; sequence parallelism required when TP and EP are combined;
 ``seq_length`` divisible by ``2 x cp`` for the load-balanced ring attention; EP dividing the
 data-parallel ranks (``cp x dp``) and the experts; and torchtitan's for FSDP2 (``dp_shard x
-dp_replicate = dp``).
+dp_replicate = dp``; experts sharded over the expert-data-parallel
+ranks ``cp dp / ep``, which the replicas must divide).
 """
 
 from __future__ import annotations
@@ -64,6 +65,13 @@ def _check_fsdp(job) -> None:
         raise ValueError("dp_replicate (HSDP replicas) needs fsdp: add --fsdp")
     if job.fsdp and job.distributed_optimizer:
         raise ValueError("fsdp already shards the optimizer state: drop --distributed-optimizer")
+    if not job.fsdp and (job.fsdp_accumulate_unsharded or not job.fsdp_reshard_after_forward):
+        raise ValueError("fsdp_reshard_after_forward / fsdp_accumulate_unsharded are FSDP "
+                         "settings: add --fsdp or drop them")
+    if job.fsdp and job.ep > 1 and (job.cp * job.dp // job.ep) % job.dp_replicate:
+        raise ValueError(f"dp_replicate {job.dp_replicate} must divide the expert-data-parallel "
+                         f"ranks cp x dp / ep = {job.cp * job.dp // job.ep} (experts are sharded "
+                         "over them): change --dp-replicate or --ep")
     if job.fsdp and job.dp // job.dp_replicate < 2:
         raise ValueError("fsdp with a shard group of 1 rank shards nothing: raise --dp or "
                          "lower --dp-replicate")

@@ -3,6 +3,7 @@ share."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,3 +23,33 @@ def ep_bytes(job: JobSpec, model) -> float:
     hidden x capacity factor (tokens split over CP, and over TP by sequence parallelism)."""
     tokens = job.micro_batch * model.seq / job.cp / (job.tp if job.sequence_parallel else 1)
     return tokens * model.top_k * model.hidden * job.act_bytes * job.capacity_factor
+
+
+@dataclass(frozen=True, slots=True)
+class FsdpCalls:
+    """Calls of each per-layer FSDP collective in one iteration of ``m`` micro-batches."""
+
+    gather_forward: int
+    """Parameter all-gathers before the layer's forward."""
+    gather_backward: int
+    """Parameter all-gathers before its backward (reshard-after-forward)."""
+    reduce: int
+    """Gradient reduce-scatters (with HSDP, each followed by the replicas' all-reduce)."""
+
+
+def fsdp_calls(job: JobSpec) -> FsdpCalls:
+    """Per-iteration calls for the sequence forward, backward, forward, ... of one layer:
+    gradient accumulation without resharding gathers once (the first forward) and reduces
+    once (the last backward); reshard-after-forward gathers again before every backward."""
+    m = job.micro_batches
+    once = job.fsdp_accumulate_unsharded
+    return FsdpCalls(gather_forward=1 if once else m,
+                     gather_backward=m if job.fsdp_reshard_after_forward else 0,
+                     reduce=1 if once else m)
+
+
+def fsdp_shard_ranks(job: JobSpec) -> tuple[int, int]:
+    """(dense, expert) FSDP shard-group sizes: dense parameters over ``cp dp / R``, routed
+    experts over the expert-data-parallel ranks ``cp dp / (ep R)`` (``R`` HSDP replicas)."""
+    return (job.cp * job.dp // job.dp_replicate,
+            job.cp * job.dp // job.ep // job.dp_replicate)

@@ -9,6 +9,7 @@ skew at the last data-parallel reduction and what replacing each straggler is wo
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from tuner.cli._output import add_command, add_json_flag, format_table, print_json
@@ -59,14 +60,33 @@ def run(args: argparse.Namespace) -> int:
 
         cal = load_calibration(args.calibration)
     d.whatif = whatifs(run_, d.stragglers, args.at_scale, cal)
+    transfer = _transfer(run_, cal, args.at_scale)
+    if transfer is not None and "warning" in transfer:
+        print(f"netsim diagnose: warning: {transfer['warning']}", file=sys.stderr)
     if args.plot:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         plot_heatmap(d, Path(args.plot) / "heatmap.png")
     if args.json:
-        print_json(d.to_json())
+        out = d.to_json()
+        if transfer is not None:
+            out["calibration_transfer"] = transfer
+        print_json(out)
         return 0
     _print_human(d, args.plot)
     return 0
+
+
+def _transfer(run_, cal, at_scale: int | None) -> dict | None:
+    """Whether the what-ifs' calibration (``cal``, or the one fitted on the traces) carries
+    to ``at_scale`` ranks (``netsim.diagnose.calibrated.transfer_check``); None without."""
+    if at_scale is None:
+        return None
+    from netsim.diagnose.calibrated import calibration_transfer, transfer_check
+    from netsim.diagnose.calibration import hardware_of
+
+    if cal is not None:
+        return calibration_transfer(cal, at_scale)
+    return transfer_check(hardware_of([run_]), len(run_.ranks), float("inf"), at_scale)
 
 
 def _print_human(d, plot: str | None) -> None:

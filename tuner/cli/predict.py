@@ -188,8 +188,12 @@ def run(args: argparse.Namespace) -> int:
     pred, shared = _prediction(args, job, fabric, hw, calibration, placement, background,
                                comm_model, compute_model, stragglers, bar)
     bar.close()
+    transfer = _warn_calibration(pred, calibration)
     if args.json:
-        print_json(_json_report(pred, shared, opts, fabric, comm, hw))
+        out = _json_report(pred, shared, opts, fabric, comm, hw)
+        if transfer is not None:
+            out["calibration_transfer"] = transfer
+        print_json(out)
         return 0
     _print_human(pred, fabric, comm, hw.name)
     if shared is not None:
@@ -197,6 +201,26 @@ def run(args: argparse.Namespace) -> int:
 
         print_background(shared.background)
     return 0
+
+
+def _warn_calibration(pred, calibration) -> dict | None:
+    """Stderr lines when the calibration never saw a collective the job uses, does not
+    transfer to the job (a CPU calibration on more ranks) or came from a shared host; the
+    transfer check (None without a calibration)."""
+    from netsim.diagnose.calibrated import calibration_transfer, gaps_warning
+
+    line = gaps_warning(pred.calibration_gaps)
+    if line:
+        print(f"warning: {line}", file=sys.stderr)
+    if calibration is None:
+        return None
+    transfer = calibration_transfer(calibration, pred.gpus)
+    if "warning" in transfer:
+        print(f"warning: {transfer['warning']}", file=sys.stderr)
+    elif transfer["shared_host"]:
+        print(f"note: the calibration's host was shared: {transfer['shared_host']}",
+              file=sys.stderr)
+    return transfer
 
 
 def _comm_kind(args: argparse.Namespace) -> str:

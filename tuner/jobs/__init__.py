@@ -23,6 +23,9 @@ JOB_FLAGS: dict[str, type] = {"model": str, "gpu": str, "gpus": int, "tp": int, 
                               "dp": int, "global_batch": int, "micro_batch": int, "seq": int,
                               "vocab": int, "virtual_stages": int}
 
+#: Switches that also take a ``--no-`` form (their default is on).
+NEGATABLE = frozenset({"fsdp_reshard_after_forward"})
+
 #: Today's parallelism and model-dimension keys, shared by predict, place and recommend:
 #: key -> (flag, type, help). Booleans are switches.
 MODERN_FLAGS: dict[str, tuple[str, type, str]] = {
@@ -34,6 +37,14 @@ MODERN_FLAGS: dict[str, tuple[str, type, str]] = {
     "capacity_factor": ("--capacity-factor", float, "MoE capacity factor (1: dropless)"),
     "fsdp": ("--fsdp", bool, "FSDP2 / ZeRO-3 over the data-parallel ranks (torchtitan)"),
     "dp_replicate": ("--dp-replicate", int, "HSDP replicas (FSDP shards over dp / this)"),
+    "fsdp_reshard_after_forward": (
+        "--fsdp-reshard-after-forward", bool,
+        "FSDP2 reshard_after_forward (default on, PyTorch's): gather again in backward; "
+        "--no-fsdp-reshard-after-forward keeps the forward's parameters for backward"),
+    "fsdp_accumulate_unsharded": (
+        "--fsdp-accumulate-unsharded", bool,
+        "FSDP gradient accumulation without resharding: gather and reduce once per "
+        "iteration, not per micro-batch"),
     "layers": ("--layers", int, "layer-count override"),
     "hidden": ("--hidden", int, "hidden-size override"),
     "heads": ("--heads", int, "attention-head override"),
@@ -47,7 +58,8 @@ def add_modern_arguments(p: argparse.ArgumentParser, prefix: str = "") -> None:
     g = p.add_argument_group("parallelism and model dimensions")
     for key, (flag, typ, text) in MODERN_FLAGS.items():
         if typ is bool:
-            g.add_argument(flag, dest=prefix + key, action="store_true", default=None, help=text)
+            action = argparse.BooleanOptionalAction if key in NEGATABLE else "store_true"
+            g.add_argument(flag, dest=prefix + key, action=action, default=None, help=text)
         else:
             g.add_argument(flag, dest=prefix + key, type=typ, default=None, help=text,
                            metavar=key.upper())
