@@ -45,3 +45,17 @@ def test_ci_runs_the_default_then_the_ci_slow_tier_and_make_defines_both():
     assert re.search(r'^test-ci-slow:.*\n\t.*-m "slow and not study"$', make, re.M)
     assert re.search(r"^test-study:.*\n\t.*-m study$", make, re.M)
     assert re.search(r'^test:.*\n\t.*-m "not slow"$', make, re.M)
+
+
+def test_tier_report_sums_per_tier_and_refuses_a_missing_file(tmp_path):
+    rows = tmp_path / "r.csv"
+    rows.write_text("test,tier,outcome,wall_s,load_1min\n"
+                    "a,ci-slow,passed,60.0,1.0\nb,ci-slow,failed,30.0,3.0\nc,study,passed,6,2\n")
+    run = subprocess.run([sys.executable, str(ROOT / ".ci" / "tiers.py"), str(rows)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "| ci-slow | 2 | 1 | 1.5 min | 1.0 to 3.0 |" in run.stdout
+    assert "| study | 1 | 0 | 0.1 min | 2.0 to 2.0 |" in run.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / ".ci" / "tiers.py"), str(tmp_path / "no")],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such file" in bad.stderr
