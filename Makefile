@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # The CPU build of PyTorch, pinned so pip never pulls a multi-GB CUDA build (see README).
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup setup-dev run test test-slow bench lint clean
+.PHONY: setup setup-dev run test test-slow test-ci-slow test-study bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,11 +25,22 @@ run: setup
 	$(BIN)/netsim recommend --fabric megascale --job gpt3-175b -o out/recommend
 
 # Tests run against the installed package (non-editable), not the working tree.
+# Slow tests come in two tiers (docs/contributing.md, "Test tiers"): CI's slow tier (.ci/run,
+# budget 30 minutes on 2 cores) and the study tier (tests marked `study`, also `slow`).
+# DURATIONS_CSV=FILE writes each test's wall time there (tests/conftest.py).
+PYTEST_TIER = cd tests && ../$(BIN)/pytest -q -p no:cacheprovider $(if $(DURATIONS_CSV),--durations-csv $(abspath $(DURATIONS_CSV)))
+
 test: setup-dev
-	cd tests && ../$(BIN)/pytest -q -m "not slow" -p no:cacheprovider
+	$(PYTEST_TIER) -m "not slow"
 
 test-slow: setup-dev
-	cd tests && ../$(BIN)/pytest -q -m slow -p no:cacheprovider
+	$(PYTEST_TIER) -m slow
+
+test-ci-slow: setup-dev
+	$(PYTEST_TIER) -m "slow and not study"
+
+test-study: setup-dev
+	$(PYTEST_TIER) -m study
 
 bench: setup-dev
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

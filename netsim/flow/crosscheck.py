@@ -106,13 +106,17 @@ def run_packet(scn: Scenario, cc: str, seed: int = 0, preset: str = "firmware"):
     return fabric, simulate_packets(fabric, list(scn.flows), cfg, seed=seed)
 
 
-def flow_side(fabric, pk, model: SharingModel) -> np.ndarray:
-    """Per-flow throughput (Gb/s) of the flow engine on the packet engine's QP paths."""
+def flow_run(fabric, pk, model: SharingModel):
+    """The flow engine's :class:`FlowResult` on the packet engine's flows and QP paths."""
     paths = [p for fs in pk.flows for p in fs.paths]
     qp_flow = [i for i, fs in enumerate(pk.flows) for _ in fs.paths]
-    fl = simulate_paths(fabric, paths, [fs.bytes for fs in pk.flows],
-                        [round(fs.start_ns * 1000) for fs in pk.flows], qp_flow, model=model)
-    return fl.throughput_bps / 1e9
+    return simulate_paths(fabric, paths, [fs.bytes for fs in pk.flows],
+                          [round(fs.start_ns * 1000) for fs in pk.flows], qp_flow, model=model)
+
+
+def flow_side(fabric, pk, model: SharingModel) -> np.ndarray:
+    """Per-flow throughput (Gb/s) of the flow engine on the packet engine's QP paths."""
+    return flow_run(fabric, pk, model).throughput_bps / 1e9
 
 
 def compare(scn: Scenario, cc: str, model: SharingModel, seed: int = 0, packet=None) -> dict:
@@ -127,6 +131,87 @@ def compare(scn: Scenario, cc: str, model: SharingModel, seed: int = 0, packet=N
             "max_abs_err": float(np.abs(err).max()), "mean_abs_err": float(np.abs(err).mean()),
             "mean_ratio": float(f_thr.mean() / p_thr.mean()),
             "packet_spread": float(p_thr.max() / max(p_thr.min(), 1e-12)), "note": scn.note}
+
+
+def bottleneck_groups(fabric, pk) -> list[list[int]]:
+    """Flows the ``dcqcn`` and ``maxmin`` models cannot tell apart: those sharing a bottleneck.
+
+    A flow's bottleneck is the link of its paths with the smallest capacity per flow crossing it
+    (ties: the lowest link id); flows with the same bottleneck form a group, a flow alone on its
+    bottleneck is not in any. Groups in order of their first flow.
+    """
+    cap = np.asarray(fabric.link_capacity_bps, np.float64)
+    links = [sorted({link for p in fs.paths for link in p}) for fs in pk.flows]
+    count = np.bincount([link for ls in links for link in ls], minlength=len(cap))
+    by_link: dict[int, list[int]] = {}
+    for i, ls in enumerate(links):
+        b = min(ls, key=lambda link: (cap[link] / count[link], link))
+        by_link.setdefault(b, []).append(i)
+    return sorted((g for g in by_link.values() if len(g) > 1), key=lambda g: g[0])
+
+
+CONVERGED_AFTER_NS = 4_000_000  # warm-up left out of the converged window (docs/validation.md)
+
+
+def converged_window(pk, after_ns: float = CONVERGED_AFTER_NS) -> tuple[float, float]:
+    """(start, end) ns of the window where every flow runs: ``after_ns`` to the first FCT."""
+    end = min(fs.start_ns + fs.fct_ns for fs in pk.flows if fs.fct_ns is not None)
+    if end <= after_ns:
+        raise ValueError(f"first flow done at {end:.0f} ns, before the warm-up of {after_ns} ns")
+    return float(after_ns), float(end)
+
+
+def window_gbps(pk, start_ns: float, end_ns: float) -> np.ndarray:
+    """Per-flow delivered Gb/s between the two samples of the time series nearest the window."""
+    t = np.asarray(pk.time_ns, np.float64)
+    i0, i1 = np.searchsorted(t, start_ns), np.searchsorted(t, end_ns, side="right") - 1
+    if i1 <= i0:
+        raise ValueError(f"no two samples between {start_ns:.0f} and {end_ns:.0f} ns")
+    moved = pk.flow_delivered_bytes[i1] - pk.flow_delivered_bytes[i0]
+    return moved * 8 / (t[i1] - t[i0])
+
+
+def jain(x: np.ndarray) -> float:
+    """Jain's fairness index of the rates ``x``: 1 when equal, 1/n when one flow has all."""
+    x = np.asarray(x, np.float64)
+    return float(x.sum() ** 2 / (len(x) * (x ** 2).sum()))
+
+
+def group_compare(scn: Scenario, model: SharingModel, packet) -> dict:
+    """:func:`compare` per bottleneck group, over whole flows and over the converged window.
+
+    ``group_err`` (``window_group_err``): the worst error of a group's mean model throughput
+    against its mean packet throughput (bytes / FCT; delivered rate in the converged window,
+    model rates of the first active set). ``symmetric_floor``: the smallest per-flow error any
+    model that gives a group's flows one rate can reach on the converged window, (max - min) /
+    (max + min) of the group's packet rates, also for each half of the window (``half_floors``:
+    an unfairness that persists shows in both halves).
+    """
+    fabric, pk = packet
+    row = compare(scn, "dcqcn", model, packet=packet)
+    fl = flow_run(fabric, pk, model)
+    p_thr = np.array([fs.throughput_gbps or 0.0 for fs in pk.flows])
+    f_thr, f_win = fl.throughput_bps / 1e9, fl.first_rate_bps / 1e9
+    start, end = converged_window(pk)
+    mid = (start + end) / 2
+    p_win, halves = window_gbps(pk, start, end), (window_gbps(pk, start, mid),
+                                                  window_gbps(pk, mid, end))
+    groups = bottleneck_groups(fabric, pk)
+    busy = p_win > 0
+    return dict(row, groups=groups, window_ns=[start, end],
+                half_floors=[_symmetric_floor(h, groups) for h in halves],
+                group_err=max(abs(f_thr[g].mean() / p_thr[g].mean() - 1) for g in groups),
+                window_group_err=max(abs(f_win[g].mean() / p_win[g].mean() - 1) for g in groups),
+                window_max_abs_err=float(np.abs(f_win[busy] / p_win[busy] - 1).max()),
+                symmetric_floor=_symmetric_floor(p_win, groups),
+                min_group_jain=min(jain(p_win[g]) for g in groups),
+                window_packet_gbps=p_win.round(2).tolist(), window_flow_gbps=f_win.round(2).tolist())
+
+
+def _symmetric_floor(rates: np.ndarray, groups) -> float:
+    """The worst group's (max - min) / (max + min): no one rate per group comes closer."""
+    return max(float((rates[g].max() - rates[g].min()) / (rates[g].max() + rates[g].min()))
+               for g in groups)
 
 
 _ETA_GRID = np.linspace(0.70, 1.0, 31)

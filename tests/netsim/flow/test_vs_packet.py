@@ -12,6 +12,7 @@ import pytest
 from netsim.flow.crosscheck import (
     compare,
     fit_dcqcn_efficiency,
+    group_compare,
     pfc_scenarios,
     run_packet,
     scenarios,
@@ -56,13 +57,40 @@ def test_maxmin_misses_flows_merged_through_one_ingress_port(none_runs, name):
     assert compare(scn, "none", SharingModel("maxmin"), packet=pk)["max_abs_err"] > 0.2
 
 
-@pytest.mark.parametrize("name", ["incast-4, one leaf", "two bottlenecks", "permutation"])
+@pytest.mark.parametrize("name", ["incast-4, one leaf", "two bottlenecks"])
 def test_dcqcn_model_matches_nic_default_dcqcn_per_flow_on_long_flows(name):
     # the model's default efficiency is the fit over all five scenarios at this size
     scn = {s.name: s for s in scenarios(LONG)}[name]
     row = compare(scn, "dcqcn", SharingModel("dcqcn"), packet=run_packet(scn, "dcqcn"))
     assert row["max_abs_err"] < PER_FLOW, row
     assert abs(row["mean_ratio"] - 1) < 0.05, row
+
+
+@pytest.fixture(scope="module")
+def long_permutation():
+    scn = {s.name: s for s in scenarios(LONG)}["permutation"]
+    return group_compare(scn, SharingModel("dcqcn"), run_packet(scn, "dcqcn"))
+
+
+def test_dcqcn_model_matches_nic_default_dcqcn_per_bottleneck_on_the_long_permutation(
+        long_permutation):
+    # per flow the permutation is out of reach of any equal-share model (next test,
+    # docs/validation.md "unfair pairs"): the claim is every bottleneck group's mean, over
+    # whole flows and over the window where every flow runs, and the mean over all flows
+    row = long_permutation
+    assert row["groups"], row
+    assert row["group_err"] < 0.05, row
+    assert row["window_group_err"] < 0.05, row
+    assert abs(row["mean_ratio"] - 1) < 0.05, row
+
+
+def test_permutation_per_flow_miss_is_persistent_dcqcn_unfairness(long_permutation):
+    # the packet engine keeps two flows of one bottleneck apart by more than the per-flow bound
+    # allows an equal-share model, in both halves of the converged window. When this fails,
+    # DCQCN evens such pairs out: assert the permutation per flow again (PER_FLOW)
+    row = long_permutation
+    assert row["max_abs_err"] > PER_FLOW, row
+    assert min(row["half_floors"]) > PER_FLOW, row
 
 
 def test_dcqcn_model_matches_paper_dcqcn_per_flow_on_long_incasts():
@@ -74,3 +102,14 @@ def test_dcqcn_model_matches_paper_dcqcn_per_flow_on_long_incasts():
     for scn, run in zip(scns, runs, strict=True):
         row = compare(scn, "dcqcn", model, packet=run)
         assert row["max_abs_err"] < PER_FLOW, row
+
+
+@pytest.mark.study
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_long_permutation_groups_hold_and_pairs_stay_unfair_on_other_seeds(seed):
+    # docs/validation.md's seed table: each seed draws other ECMP collisions and other winners;
+    # the group means hold in the converged window, the per-flow spread stays beyond the bound
+    scn = {s.name: s for s in scenarios(LONG)}["permutation"]
+    row = group_compare(scn, SharingModel("dcqcn"), run_packet(scn, "dcqcn", seed))
+    assert row["window_group_err"] < 0.05, row
+    assert min(row["half_floors"]) > PER_FLOW, row
