@@ -4,42 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+
+from inputspec.errors import UNSET as _UNSET
+from inputspec.errors import InputError, plain, show, show_example  # noqa: F401 - show re-exported
+from inputspec.files import MAX_FILE_BYTES, read_bytes, read_text  # noqa: F401 - re-exported
+from inputspec.parse import parse_text, read_data  # noqa: F401 - re-exported
 
 #: Integers must fit a signed 64-bit word (numpy index arrays, picosecond clocks).
 INT_LIMIT = 2**63 - 1
-#: Input files larger than this are refused before reading (traces pass their own cap).
-MAX_FILE_BYTES = 64 * 2**20
 _MISSING = dataclasses.MISSING
-_UNSET: Any = type("_Unset", (), {"__repr__": lambda self: "<unset>"})()
 _META_KEY = "inputspec"
-
-
-class InputError(ValueError):
-    """Bad input: one line naming the file, the field, the value, the expectation, an example."""
-
-    def __init__(self, source: str, field: str | None = None, value: Any = _UNSET,
-                 expected: str | None = None, example: Any = _UNSET, *,
-                 problem: str | None = None) -> None:
-        self.source, self.field, self.value = source, field, value
-        self.expected, self.example = expected, example
-        where = f"{source}: {field}" if field else source
-        if problem is not None:
-            msg = f"{where}: {problem}"
-        else:
-            msg = f"{where}: got {show(value)}; expected {expected}"
-            if example is not _UNSET:
-                key = (field or "").rsplit(".", 1)[-1].split("[")[0]
-                msg += f" (e.g. {key}: {show_example(example)})" if key else \
-                    f" (e.g. {show_example(example)})"
-        super().__init__(msg)
 
 
 @dataclass(frozen=True)
@@ -66,32 +46,6 @@ def rule(default: Any = _MISSING, *, default_factory: Any = _MISSING, **constrai
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
-
-
-# --------------------------------------------------------------------------------------------
-# Showing values and examples
-
-
-def show(value: Any, width: int = 48) -> str:
-    """A short, one-line rendering of a value found in a file."""
-    if value is _UNSET:
-        return "nothing"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = repr(value).replace("\n", " ")
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def show_example(example: Any) -> str:
-    if isinstance(example, bool):
-        return "true" if example else "false"
-    if isinstance(example, str):
-        return example
-    if isinstance(example, (list, tuple, dict)):
-        return json.dumps(_plain(example))
-    return str(example)
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,70 +318,9 @@ def construct(cls: type, kwargs: Mapping[str, Any], source: str, prefix: str = "
                          type(exc).__name__) from None
 
 
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
-                if f.init}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
 def to_dict(obj: Any) -> dict[str, Any]:
     """The file form of a dataclass: plain dicts, lists, numbers, strings, booleans, null."""
-    return _plain(obj)
-
-
-# --------------------------------------------------------------------------------------------
-# Files
-
-
-def read_text(path: str | Path, what: str = "input", *, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """The UTF-8 text of ``path``; missing, oversized or non-UTF-8 files are named in the error."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{what} file {p}", problem="does not exist")
-    if not p.is_file():
-        raise InputError(f"{what} file {p}", problem="is not a regular file")
-    size = p.stat().st_size
-    if size > max_bytes:
-        raise InputError(f"{what} file {p}", problem=f"is {size:,} bytes, more than the "
-                         f"{max_bytes:,} bytes an input file may have")
-    raw = p.read_bytes()
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{what} file {p}", problem=f"is not UTF-8 text (byte "
-                         f"0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8") \
-            from None
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not a number a file may hold")
-
-
-def parse_text(text: str, fmt: str, source: str, *, nonfinite: bool = True) -> Any:
-    """Parse YAML or JSON text; syntax errors and deep nesting refused. NaN/Infinity in JSON
-    are read as floats (``nonfinite``, the default) so that the schema refuses them naming
-    the field (``Rule(allow_inf=True)`` lets a field hold infinity); ``nonfinite=False``
-    refuses them at parse time."""
-    try:
-        if fmt == "json":
-            return json.loads(text, parse_constant=None if nonfinite else _no_constant)
-        import yaml
-
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise InputError(source, problem="nested too deeply") from None
-    except ValueError as exc:  # json.JSONDecodeError and _no_constant
-        raise InputError(source, problem=f"not valid JSON: {str(exc).splitlines()[0]}") from None
-    except Exception as exc:  # yaml.YAMLError and its constructor errors
-        if type(exc).__module__.startswith("yaml"):
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(source, problem=f"not valid YAML: {first}") from None
-        raise
+    return plain(obj)
 
 
 def nonempty_list(data: Any, key: str, source: str, wrapper: str, expected: str,
@@ -443,12 +336,3 @@ def nonempty_list(data: Any, key: str, source: str, wrapper: str, expected: str,
     if not isinstance(data, list) or not data:
         raise InputError(source, key, data, expected, example)
     return data
-
-
-def read_data(path: str | Path, what: str = "input", *, max_bytes: int = MAX_FILE_BYTES,
-              default_format: str = "yaml", nonfinite: bool = True) -> Any:
-    """Parse a ``.json`` (JSON) or any other (YAML, a superset of JSON) file."""
-    p = Path(path)
-    text = read_text(p, what, max_bytes=max_bytes)
-    fmt = "json" if p.suffix.lower() == ".json" else default_format
-    return parse_text(text, fmt, f"{what} file {p}", nonfinite=nonfinite)
