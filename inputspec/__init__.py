@@ -18,7 +18,7 @@ This package depends on nothing of ours (only the standard library and PyYAML), 
 layer, ``topologies`` included, may import it. See ``docs/contributing.md`` ("Input files").
 """
 
-from inputspec.core import check_value, from_dict, rule, to_dict
+from inputspec.core import check_value, from_dict, is_decimal, rule, to_dict
 from inputspec.errors import MAX_MESSAGE_CHARS, InputError
 from inputspec.files import MAX_FILE_BYTES, check_regular, read_bytes, read_text
 from inputspec.parse import parse_text, read_data
@@ -40,6 +40,7 @@ __all__ = [
     "check_time",
     "check_value",
     "from_dict",
+    "is_decimal",
     "parse_text",
     "read_bytes",
     "read_data",

@@ -152,6 +152,12 @@ def _fits(value: Any, r: Rule) -> bool:
             and (r.gt is None or value > r.gt))
 
 
+def is_decimal(text: str) -> bool:
+    """``text`` is a plain non-negative integer that ``int()`` reads: ASCII digits only (unlike
+    ``str.isdigit``, which takes '²' and other digits ``int()`` refuses), at most 18 of them."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
+
+
 def check_value(value: Any, tp: Any, source: str, field: str, r: Rule = Rule(),
                 default: Any = _MISSING) -> Any:
     """``value`` converted to annotation ``tp`` or an :class:`InputError` naming ``field``."""

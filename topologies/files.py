@@ -113,11 +113,16 @@ MAX_RADIX = 4096
 FABRIC_BYTES_PER_ELEMENT = 256
 
 
+#: The slowest link speed a fabric file may give: 10 Mb/s, the slowest Ethernet (IEEE 802.3
+#: 10BASE-T). A 1e-300 Gb/s link (issue #30) gave a bisection of 0 and was accepted.
+MIN_GBPS = 0.01
+
+
 def _rules(cls: type) -> dict[str, Rule]:
     """Bounds of every field, from its name and type (the spec dataclasses are the schema).
 
     Counts are >= 1; ``switch_radix``/``k`` and ratio parts at most 4,096 (no switch ASIC has
-    more ports); speeds > 0 and at most 10^6 Gb/s; latencies 0 to 1 s (10^9 ns); cable
+    more ports); speeds from 0.01 Gb/s (``MIN_GBPS``) to 10^6 Gb/s; latencies 0 to 1 s (10^9 ns); cable
     lengths > 0 and at most 10 km.
     """
     out: dict[str, Rule] = {}
@@ -126,7 +131,7 @@ def _rules(cls: type) -> dict[str, Rule]:
         if f.name in ("switch_radix", "k") or t.startswith("tuple"):
             out[f.name] = Rule(min=1, max=MAX_RADIX)
         elif f.name.endswith("_gbps"):
-            out[f.name] = Rule(gt=0, max=1e6)
+            out[f.name] = Rule(min=MIN_GBPS, max=1e6)
         elif f.name.endswith("_ns"):
             out[f.name] = Rule(min=0, max=1e9)
         elif f.name.endswith("_cable_m"):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from inputspec import is_decimal
+
 #: Link kinds routing can steer around; PCIe and NVLink hops inside a server have no detour.
 NETWORK_KINDS = ("host", "tor-agg", "agg-core")
 
@@ -36,7 +38,7 @@ def parse_link(fabric, text: str, flag: str = "link") -> int:
             except (KeyError, IndexError):
                 raise ValueError(f"{flag} {t!r}: no link from {u!r} to {v!r} in fabric "
                                  f"{fabric.name} (e.g. {_example(fabric)})") from None
-    if t.isdigit():
+    if is_decimal(t):
         lid = int(t)
         if lid < fabric.num_links:
             return lid

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from inputspec import rule
+from inputspec import is_decimal, rule
 from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
 
 
@@ -57,7 +57,7 @@ def parse_gpus(spec, fabric, where: str) -> np.ndarray:
         text = str(item).strip()
         if text in names:
             out.append(names[text])
-        elif "-" in text and all(p.isdigit() for p in text.split("-", 1)):
+        elif "-" in text and all(is_decimal(p) for p in text.split("-", 1)):
             a, b = (int(p) for p in text.split("-", 1))
             if b < a:
                 raise ValueError(f"{where}.gpus: range {text!r} runs backwards")
@@ -65,7 +65,7 @@ def parse_gpus(spec, fabric, where: str) -> np.ndarray:
                 raise ValueError(f"{where}.gpus: range {text!r} ends outside "
                                  f"0..{len(fabric.gpus) - 1}")
             out += range(a, b + 1)
-        elif text.isdigit():
+        elif is_decimal(text):
             out.append(int(text))
         else:
             raise ValueError(f"{where}.gpus: {text!r} is neither a GPU position nor a GPU name "

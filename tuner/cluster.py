@@ -143,6 +143,25 @@ def _trace_row(row: dict, i: int, source: str) -> ClusterJob:
     return ClusterJob(r.name or f"j{i}", r.arrival_s, r.duration_s, job)
 
 
+def _check_columns(header: list[str], rows: list[dict], source: str) -> None:
+    """Refuse columns the trace does not have (a typo would be ignored), a column given twice
+    and a row with more cells than the header, naming them."""
+    from inputspec import InputError
+
+    known = list(TraceRow.__dataclass_fields__)
+    unknown = [c for c in header if c not in known]
+    if unknown:
+        raise InputError(source, problem=f"unknown column{'s' if len(unknown) > 1 else ''} "
+                         f"{', '.join(map(repr, unknown))}; the columns are {', '.join(known)}")
+    twice = sorted({c for c in header if header.count(c) > 1})
+    if twice:
+        raise InputError(source, problem=f"column {', '.join(map(repr, twice))} given twice")
+    long_row = next((i for i, row in enumerate(rows) if None in row), None)
+    if long_row is not None:
+        raise InputError(source, problem=f"row {long_row + 2} has more cells than the header "
+                         f"has columns ({len(header)})")
+
+
 def read_trace(path) -> list[ClusterJob]:
     """Jobs from a CSV with columns ``name,arrival_s,duration_s,gpus`` and optionally
     ``model,tp,pp,dp`` (``gpus`` alone picks the job of ``job_for_size``); every refusal
@@ -152,10 +171,12 @@ def read_trace(path) -> list[ClusterJob]:
     from inputspec import InputError, read_text
 
     source = f"trace file {path}"
-    rows = list(csv.DictReader(io.StringIO(read_text(path, "trace"), newline="")))
+    reader = csv.DictReader(io.StringIO(read_text(path, "trace"), newline=""))
+    rows = list(reader)
     if not rows or not {"arrival_s", "duration_s"} <= set(rows[0]):
         raise InputError(source, problem="expected a CSV header with at least arrival_s, "
                          "duration_s and gpus (or model, tp, pp, dp), and one row per job")
+    _check_columns(list(reader.fieldnames or ()), rows, source)
     out = [_trace_row(row, i, source) for i, row in enumerate(rows)]
     return sorted(out, key=lambda j: (j.arrival_s, j.name))
 

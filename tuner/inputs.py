@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inputspec import InputError, from_dict, read_text, rule, to_dict
+from inputspec import InputError, from_dict, is_decimal, read_text, rule, to_dict
 from inputspec.core import nonempty_list, parse_text
 
 PLACEMENT_SCHEMA = "netsim-placement/1"
@@ -64,7 +64,7 @@ def _positions(items: Any, source: str) -> list[int]:
                          "placement.json", "0 1 2 3")
     out = []
     for i, item in enumerate(items):
-        if isinstance(item, str) and item.strip().isdigit():
+        if isinstance(item, str) and is_decimal(item.strip()):
             item = int(item)
         if isinstance(item, bool) or not isinstance(item, int) or not 0 <= item < 2**40:
             raise InputError(source, f"rank {i}", item, "a GPU position (integer >= 0)", 8)
@@ -95,17 +95,39 @@ def placement_positions(path: str | Path, fabric=None, world: int | None = None)
 
 
 def _position(r: PlacementRank, fabric, source: str) -> int:
+    if r.gpu is None:
+        return _slot_position(r, fabric, source)
     if isinstance(r.gpu, int):
         if r.gpu >= len(fabric.gpus):
             raise InputError(source, f"ranks[{r.rank}].gpu", r.gpu,
                              f"a GPU position below {len(fabric.gpus)}", 0)
-        return r.gpu
-    if isinstance(r.gpu, str):
+        pos = r.gpu
+    else:
         try:
-            return fabric.gpu_position(r.gpu)
+            pos = fabric.gpu_position(r.gpu)
         except (KeyError, ValueError):
             raise InputError(source, f"ranks[{r.rank}].gpu", r.gpu,
                              f"a GPU of fabric {fabric.name}", fabric.gpus[0]) from None
+    _check_slot(r, pos, fabric, source)
+    return pos
+
+
+def _check_slot(r: PlacementRank, pos: int, fabric, source: str) -> None:
+    """A rank whose ``host`` is a server of the fabric must sit on that server's GPU
+    ``local_rank``: a ``gpu`` elsewhere contradicts it (the trainer would use one, the
+    simulation the other). Hosts that are not fabric servers (the cluster's own names)
+    cannot be checked."""
+    gps = int(fabric.gpus_per_server)
+    server, local = fabric.servers[pos // gps], pos % gps
+    if r.host in fabric.servers and r.host != server:
+        raise InputError(source, f"ranks[{r.rank}].host", r.host,
+                         f"{server}, the server of its gpu {r.gpu}", server)
+    if r.host == server and r.local_rank != local:
+        raise InputError(source, f"ranks[{r.rank}].local_rank", r.local_rank,
+                         f"{local}, the local index of its gpu {r.gpu} on {server}", local)
+
+
+def _slot_position(r: PlacementRank, fabric, source: str) -> int:
     try:
         server = fabric.servers.index(r.host)
     except ValueError:
@@ -128,7 +150,7 @@ def read_free_servers(path: str | Path, fabric) -> list[int]:
     JSON/YAML list, or a mapping with a ``servers`` list; order kept (the scheduler's)."""
     source = f"free-server file {path}"
     text = read_text(path, "free-server")
-    if text.strip()[:1] in "[{" or text.strip().startswith("- "):
+    if _is_yaml(path, text):
         data = parse_text(text, "yaml", source)
     else:
         data = text.replace(",", " ").split()
@@ -137,13 +159,21 @@ def read_free_servers(path: str | Path, fabric) -> list[int]:
     return _server_positions(data, fabric, source)
 
 
+def _is_yaml(path: str | Path, text: str) -> bool:
+    """A free-server file is YAML/JSON by its suffix, or by its start: a flow list or
+    mapping, a block list (``- srv8``) or the ``servers:`` key of a block mapping."""
+    head = text.lstrip()
+    return Path(path).suffix.lower() in (".yaml", ".yml", ".json") or head[:1] in "[{" \
+        or head.startswith(("- ", "-\n", "servers:"))
+
+
 def _server_positions(items: list, fabric, source: str) -> list[int]:
     pos = {s: i for i, s in enumerate(fabric.servers)}
     out = []
     for i, item in enumerate(items):
         if isinstance(item, str) and item in pos:
             out.append(pos[item])
-        elif isinstance(item, str) and item.isdigit() and int(item) < len(fabric.servers):
+        elif isinstance(item, str) and is_decimal(item) and int(item) < len(fabric.servers):
             out.append(int(item))
         elif isinstance(item, int) and not isinstance(item, bool) \
                 and 0 <= item < len(fabric.servers):

@@ -583,19 +583,38 @@ def load_calibration(path: str | Path) -> Calibration:
                              "all_reduce/tor")
 
     cores = check_value(data.get("host_cores"), float | None, source, "host_cores",
-                        _rule(gt=0, allow_inf=True))
-    host = check_value(data.get("host") or {}, dict[str, Any], source, "host")
-    for k, v in host.items():
-        if not isinstance(v, dict):
-            host[k] = check_value(v, float, source, f"host.{k}", _rule(min=0))
+                        _rule(gt=0, max=MAX_CORES, allow_inf=True))
     return Calibration(compute=fits("compute"), comm=fits("comm"),
                        sources=check_value(data.get("sources", []), list[str], source,
                                            "sources"),
                        world_size=check_value(data.get("world_size", 1), int, source,
-                                              "world_size", _rule(min=1)),
-                       host_cores=math.inf if cores is None else cores, host=host,
-                       hardware_info=check_value(data.get("hardware") or {}, dict[str, Any],
-                                                 source, "hardware"))
+                                              "world_size", _rule(min=1, max=MAX_WORLD_SIZE)),
+                       host_cores=math.inf if cores is None else cores,
+                       host=_checked_host(data.get("host") or {}, source),
+                       hardware_info=_checked_hardware(data.get("hardware") or {}, source))
+
+
+def _checked_host(data: Any, source: str) -> dict[str, Any]:
+    """The ``host`` mapping with each number within its physical bounds (``HOST_RULES``)."""
+    from inputspec import check_value
+
+    host = check_value(data, dict[str, Any], source, "host")
+    for k, v in host.items():
+        if not isinstance(v, dict):
+            host[k] = check_value(v, float, source, f"host.{k}",
+                                  _rule(**HOST_RULES.get(k, dict(min=0, max=MAX_HOST_NUMBER))))
+    return host
+
+
+def _checked_hardware(data: Any, source: str) -> dict[str, Any]:
+    """The ``hardware`` mapping (``hardware_of``) with its known keys type-checked."""
+    from inputspec import check_value
+
+    hw = check_value(data, dict[str, Any], source, "hardware")
+    for key, (tp, kw) in HARDWARE_KEYS.items():
+        if key in hw:
+            hw[key] = check_value(hw[key], tp, source, f"hardware.{key}", _rule(**kw))
+    return hw
 
 
 def _rule(**kw: Any):
@@ -604,12 +623,35 @@ def _rule(**kw: Any):
     return Rule(**kw)
 
 
+#: Physical bounds of the numbers of a calibration file: a file whose every number is 1e12
+#: (issue #30) predicted a 2.2e13 s iteration. A fitted per-call cost above a minute, a rate
+#: below one unit per second or a relative residual above 100x is no measurement of a training
+#: step; a world of more than 2^24 ranks or a host of more than 2^20 cores is no machine.
+MAX_CALL_S = 60.0
+MAX_REL_RESIDUAL = 100.0
+MAX_WORLD_SIZE = 2**24
+MAX_CORES = 2**20
+MAX_POINTS = 10**9
+MAX_HOST_NUMBER = 1e6
 #: Bounds of a fit in a calibration file (an infinite rate: no per-byte cost).
-FIT_RULES = {"intercept_s": dict(min=0, example=1e-5),
-             "rate": dict(gt=0, allow_inf=True, example=1e11),
-             "points": dict(min=0, example=8),
-             "rel_rms": dict(min=0, example=0.02),
-             "max_rel": dict(min=0, example=0.05)}
+FIT_RULES = {"intercept_s": dict(min=0, max=MAX_CALL_S, example=1e-5),
+             "rate": dict(min=1.0, allow_inf=True, example=1e11),
+             "points": dict(min=0, max=MAX_POINTS, example=8),
+             "rel_rms": dict(min=0, max=MAX_REL_RESIDUAL, example=0.02),
+             "max_rel": dict(min=0, max=MAX_REL_RESIDUAL, example=0.05)}
+#: Bounds of the ``host`` numbers (``HostCost`` fields and the host fit's residuals).
+HOST_RULES = {"cpu_msg_s": dict(min=0, max=MAX_CALL_S), "cpu_iter_s": dict(min=0, max=3600.0),
+              "cpu_bytes_per_s": dict(min=1.0, allow_inf=True),
+              "utilization": dict(gt=0, max=1.0), "comm_weight": dict(min=0, max=1.0),
+              "compute_scale": dict(gt=0, max=MAX_HOST_NUMBER),
+              "points": dict(min=0, max=MAX_POINTS),
+              "rel_rms": dict(min=0, max=MAX_REL_RESIDUAL),
+              "max_rel": dict(min=0, max=MAX_REL_RESIDUAL)}
+#: The ``hardware`` keys ``hardware_of`` writes: annotation and bounds.
+HARDWARE_KEYS = {"name": (str, {}), "device": (str, {}), "hosts": (list[str], {}),
+                 "backend": (str | None, {}),
+                 "host_cores": (float | None, dict(gt=0, max=MAX_CORES)),
+                 "available_cores": (float | None, dict(gt=0, max=MAX_CORES))}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from inputspec import is_decimal
+
 
 def _split(text: str, flag: str) -> tuple[str, float]:
     head, sep, tail = text.rpartition(":")
@@ -55,7 +57,7 @@ def degrade_links(fabric, degrades: list[tuple[str, float]]) -> list[int]:
 
 
 def _link_id(fabric, name: str) -> int:
-    if name.isdigit():
+    if is_decimal(name):
         link = int(name)
         if not 0 <= link < fabric.num_links:
             raise ValueError(f"--degrade: link id {link} is outside 0..{fabric.num_links - 1}")

@@ -13,6 +13,7 @@ import argparse
 
 import numpy as np
 
+from inputspec import is_decimal
 from tuner.cli._output import UsageError, format_table, print_json
 from tuner.cli._settings import plan_for as settings_plan
 from tuner.cli._settings import print_plan
@@ -102,10 +103,10 @@ def ranks_from_args(text, fabric):
     if text is None:
         return len(fabric.gpus)
     text = str(text).strip()
-    if text.isdigit():
+    if is_decimal(text):
         return int(text)
     items = [t.strip() for t in text.split(",") if t.strip()]
-    if all(t.isdigit() for t in items):
+    if all(is_decimal(t) for t in items):
         return [int(t) for t in items]
     return items
 
