@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import sweeps as sweep
+from inputspec import read_text
 from tuner.cli import sweep as cli_sweep
 
 
@@ -36,7 +37,7 @@ def run_spec_files(here: Path, names: Iterable[str], out: Path, full: bool, work
     for name in names:
         path = here / f"{name}{'_full' if full else ''}.yaml"
         sweep.run_sweep(cli_sweep.load_spec(path), out / name, workers=workers,
-                        scheduler=scheduler, progress=progress, spec_text=path.read_text(),
+                        scheduler=scheduler, progress=progress, spec_text=read_text(path, "sweep spec"),
                         command_point=cli_sweep.CommandPoint)
         results[name] = sweep.read_results(out / name / sweep.RESULTS_JSONL)
     return results

@@ -20,7 +20,7 @@ layer, ``topologies`` included, may import it. See ``docs/contributing.md`` ("In
 
 from inputspec.core import check_value, from_dict, is_decimal, rule, to_dict
 from inputspec.errors import MAX_MESSAGE_CHARS, InputError
-from inputspec.files import MAX_FILE_BYTES, check_regular, read_bytes, read_text
+from inputspec.files import MAX_FILE_BYTES, check_regular, read_bytes, read_text, write_text
 from inputspec.parse import parse_text, read_data
 from inputspec.resources import (
     ResourceError,
@@ -47,4 +47,5 @@ __all__ = [
     "read_text",
     "rule",
     "to_dict",
+    "write_text",
 ]

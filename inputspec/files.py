@@ -91,3 +91,16 @@ def read_text(path: str | Path, what: str = "input", *, max_bytes: int = MAX_FIL
                          f"0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8") \
             from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` (UTF-8); an ``OSError`` (a full disk, a file-size limit)
+    carries the path, which a failed ``write`` or ``close`` alone does not."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise type(exc)(exc.errno, exc.strerror or str(exc), str(path)) from None
+    return Path(path)

@@ -42,6 +42,7 @@ from sweeps.runner import (
     write_csv,
 )
 from sweeps.spec import (
+    MAX_POINTS,
     RangeKeys,
     SampleKeys,
     SpecKeys,
@@ -55,5 +56,5 @@ __all__ = [
     "DIST_EXTRA", "RESULTS_CSV", "RESULTS_JSONL", "SPEC_COPY", "FunctionPoint", "PointResult",
     "SweepSummary", "claim_dir", "dask_client", "drop_errors", "flatten", "point_function",
     "point_key", "read_results", "run_points", "run_sweep", "write_csv", "RangeKeys", "SampleKeys",
-    "SpecKeys", "SweepSpec", "check_spec_keys", "load_spec", "parse_spec",
+    "SpecKeys", "SweepSpec", "check_spec_keys", "load_spec", "parse_spec", "MAX_POINTS",
 ]

@@ -18,6 +18,12 @@ from typing import Any
 import numpy as np
 import yaml
 
+from inputspec import read_bytes, read_data
+
+#: A results.jsonl larger than this is refused before reading (100,000 points of ~2 KB each
+#: fit; a link to /dev/full or a runaway file does not).
+MAX_RESULTS_BYTES = 1 << 30
+
 RESULTS_JSONL = "results.jsonl"
 RESULTS_CSV = "results.csv"
 SPEC_COPY = "spec.yaml"
@@ -107,9 +113,9 @@ def read_results(path: str | os.PathLike) -> list[PointResult]:
     A malformed line anywhere else is corruption and raises ``ValueError``.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return []
-    data = path.read_bytes()
+    data = read_bytes(path, "results", max_bytes=MAX_RESULTS_BYTES)
     # the bytes after the last newline are a torn line (a writer killed mid-write): ignored
     complete = data.split(b"\n")[:-1]
     out = []
@@ -135,7 +141,7 @@ class _ResultWriter:
     def _truncate_torn_tail(self) -> None:
         if not self.path.exists():
             return
-        data = self.path.read_bytes()
+        data = read_bytes(self.path, "results", max_bytes=MAX_RESULTS_BYTES)
         keep = data.rfind(b"\n") + 1
         if keep != len(data):
             with open(self.path, "r+b") as fh:
@@ -599,7 +605,7 @@ def claim_dir(out: Path, spec: SweepSpec, spec_text: str | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     copy = out / SPEC_COPY
     if copy.exists():
-        kept = yaml.safe_load(copy.read_text())
+        kept = read_data(copy, "sweep spec copy")
         if kept != spec.raw:
             raise ValueError(f"{out} holds the results of a different sweep ({copy}); "
                              f"use another -o DIR, or delete {out} to start over")

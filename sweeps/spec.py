@@ -19,12 +19,16 @@ from sweeps.runner import SweepSpec, _distinct_keys, _resolve_function, point_ke
 
 # --------------------------------------------------------------------------- sweep specs
 
+#: The most points one sweep spec may give (grid, list or sample): each point is one run and
+#: one line of results.jsonl; a 40^8 grid (issue #30) was materialised until MemoryError.
+MAX_POINTS = 100_000
+
 
 @dataclasses.dataclass(frozen=True)
 class SampleKeys:
     """``sample:`` of a spec file (``inputspec`` schema)."""
 
-    n: int = rule(min=1, max=10**6, example=20)
+    n: int = rule(min=1, max=MAX_POINTS, example=20)
     seed: int = rule(min=0, max=2**63 - 1, example=7)
     space: dict[str, Any] = rule(example={"load": {"low": 0.1, "high": 0.9}})
 
@@ -151,6 +155,11 @@ def _grid(grid: Any, where: str) -> list[dict]:
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
             raise ValueError(f"{where}: grid.{k} must be a non-empty list of values")
+    sizes = [len(v) for v in grid.values()]
+    if math.prod(sizes) > MAX_POINTS:
+        raise ValueError(f"{where}: grid gives {' x '.join(map(str, sizes))} = "
+                         f"{math.prod(sizes):,} points, more than the {MAX_POINTS:,} a sweep may "
+                         "run; split it into several specs or use sample")
     names = list(grid)
     return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*grid.values())]
 
@@ -158,6 +167,9 @@ def _grid(grid: Any, where: str) -> list[dict]:
 def _list(points: Any, where: str) -> list[dict]:
     if not isinstance(points, list) or not all(isinstance(p, dict) for p in points):
         raise ValueError(f"{where}: 'list' must be a list of mappings flag: value")
+    if len(points) > MAX_POINTS:
+        raise ValueError(f"{where}: 'list' gives {len(points):,} points, more than the "
+                         f"{MAX_POINTS:,} a sweep may run; split it into several specs")
     return [dict(p) for p in points]
 
 
@@ -171,6 +183,10 @@ def _sample(sample: Any, where: str) -> list[dict]:
         raise ValueError(f"{where}: sample.n must be >= 1 and sample.space a non-empty mapping")
     rng = np.random.default_rng(int(sample["seed"]))
     drawers = {k: _drawer(k, v, where) for k, v in space.items()}
+    size = math.prod(_domain_size(v) for v in space.values())
+    if n > size:
+        raise ValueError(f"{where}: sample.space has {size:,} distinct points, fewer than "
+                         f"sample.n = {n:,}; lower sample.n to at most {size:,}")
     out: dict[str, dict] = {}
     for _ in range(100 * n):
         p = {k: d(rng) for k, d in drawers.items()}
@@ -178,6 +194,15 @@ def _sample(sample: Any, where: str) -> list[dict]:
         if len(out) == n:
             return list(out.values())
     raise ValueError(f"{where}: sample.space has fewer than {n} distinct points; lower sample.n")
+
+
+def _domain_size(dom: Any) -> float:
+    """Distinct values a ``sample.space`` domain can draw (infinite for a float range)."""
+    if isinstance(dom, list):
+        return len({point_key({"v": v}) for v in dom})
+    if dom.get("int"):  # draws are round(x) for x in [low, high): at most this many
+        return max(1, round(float(dom["high"])) - round(float(dom["low"])) + 1)
+    return math.inf
 
 
 def _drawer(name: str, dom: Any, where: str) -> Callable[[np.random.Generator], Any]:

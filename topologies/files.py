@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from inputspec import InputError, check_memory, from_dict, read_data, to_dict
+from inputspec import InputError, check_memory, from_dict, read_data, to_dict, write_text
 from inputspec.core import Rule
 from topologies.builders import (
     MAX_CABLE_M,
@@ -229,9 +229,9 @@ def save_fabric(fabric_or_spec: Fabric | Any, path: str | Path) -> Path:
     path = Path(path)
     data = spec_to_dict(spec)
     if path.suffix.lower() == ".json":
-        path.write_text(json.dumps(data, indent=2) + "\n")
+        write_text(path, json.dumps(data, indent=2) + "\n")
     elif path.suffix.lower() in (".yaml", ".yml"):
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        write_text(path, yaml.safe_dump(data, sort_keys=False))
     else:
         raise ValueError(f"fabric file {path} must end in .yaml, .yml or .json")
     return path

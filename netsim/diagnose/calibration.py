@@ -550,7 +550,9 @@ def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:
 
 
 def save_calibration(cal: Calibration, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(cal.to_json(), indent=2))
+    from inputspec import write_text
+
+    write_text(path, json.dumps(cal.to_json(), indent=2))
 
 
 def load_calibration(path: str | Path) -> Calibration:

@@ -70,12 +70,22 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError, OSError, KeyError) as exc:
         if os.environ.get("NETSIM_DEBUG"):
             raise
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"netsim {args.command}: error: {msg}", file=sys.stderr)
+        print(f"netsim {args.command}: error: {error_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"netsim {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line a refusal prints: the message (a ``KeyError``'s key text, an ``OSError``
+    with its path), cut to ``inputspec``'s readable length."""
+    from inputspec.errors import cut
+
+    msg = str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+    if isinstance(exc, OSError) and exc.filename is not None and str(exc.filename) not in msg:
+        msg = f"{exc.filename}: {msg}"
+    return cut(msg)
 
 
 if __name__ == "__main__":  # pragma: no cover

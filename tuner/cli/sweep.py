@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import sweeps
+from inputspec import read_text
 from tuner.cli._output import add_command, add_json_flag, format_table, print_json
 
 
@@ -60,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
     if args.workers != 0 or args.scheduler:
         sweeps.runner._import_dask()  # one line naming the extra, before any work
     check_resumable_dir(args.out)  # an unwritable -o fails before any point runs
+    if not args.no_progress:
+        print(f"netsim sweep: {estimate_line(spec)}", file=sys.stderr)
     with output_lock(args.out):  # a second sweep into this DIR is refused meanwhile
         summary = sweeps.run_sweep(spec, args.out, workers=args.workers,
                                    scheduler=args.scheduler, progress=not args.no_progress,
-                                   spec_text=spec_path.read_text(),
+                                   spec_text=read_text(spec_path, "sweep spec"),
                                    retry_errors=args.retry_errors, command_point=CommandPoint)
     if args.json:
         print_json(summary)
@@ -76,6 +79,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"netsim sweep: {failure_line(Path(args.out), summary)}", file=sys.stderr)
         return 1
     return 0
+
+
+def estimate_line(spec: sweeps.SweepSpec) -> str:
+    """What the sweep will run, said before it starts: ``24 points (grid 4 x 6) of netsim
+    simulate``."""
+    kind = next(k for k in ("grid", "list", "sample") if k in spec.raw)
+    shape = " x ".join(str(len(v)) for v in spec.raw["grid"].values()) if kind == "grid" \
+        else ""
+    target = f"netsim {spec.command}" if spec.command else spec.function
+    return (f"{len(spec.points):,} points ({kind}{' ' + shape if shape else ''}) of {target}, "
+            f"at most {sweeps.MAX_POINTS:,} a sweep may run")
 
 
 def failure_line(out: Path, summary: sweeps.SweepSummary) -> str:
@@ -96,8 +110,14 @@ def _subcommands() -> tuple[str, ...]:
 
 
 def load_spec(path) -> sweeps.SweepSpec:
-    """:func:`sweeps.load_spec` with the ``netsim`` subcommands as the commands a spec may name."""
-    return sweeps.load_spec(path, commands=_subcommands())
+    """:func:`sweeps.load_spec` with the ``netsim`` subcommands as the commands a spec may name,
+    and each flag and value checked against the command's parser (``_sweep_flags``)."""
+    from tuner.cli._sweep_flags import check_flags
+
+    spec = sweeps.load_spec(path, commands=_subcommands())
+    if spec.command:
+        check_flags(spec.raw, spec.command, f"sweep spec file {path}")
+    return spec
 
 
 def parse_spec(raw: Any, where: str = "spec") -> sweeps.SweepSpec:
