@@ -50,7 +50,7 @@ def read_placement_file(path: str | Path) -> PlacementFile | list[int]:
     """A ``placement.json`` (``PlacementFile``) or a whitespace/comma list of GPU positions."""
     source = f"placement file {path}"
     text = read_text(path, "placement")
-    if text.lstrip()[:1] in "[{":
+    if text.lstrip()[:1] in "[{" or Path(path).suffix.lower() in (".json", ".yaml", ".yml"):
         data = parse_text(text, "json" if str(path).endswith(".json") else "yaml", source)
         if isinstance(data, dict):
             return from_dict(PlacementFile, data, source)

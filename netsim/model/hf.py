@@ -54,9 +54,12 @@ def hf_presets() -> dict:
 
 def load_hf_config(path: str):
     """A ``ModelConfig`` from a config.json file; its name is ``_name_or_path`` or the folder."""
+    from inputspec import check_regular
+
     p = Path(path)
-    if not p.is_file():
+    if not p.exists() and not p.is_symlink():
         raise ValueError(f"--model {path}: no such config.json file (or give a preset name)")
+    check_regular(p, "model config")  # a pipe, a device, a directory: refused naming it
     return _load(str(p.resolve()), p.stat().st_mtime_ns)
 
 

@@ -1,27 +1,29 @@
-"""Fuzz the input files of the CLI: mutate valid fabric and job files, run the commands that
-read them, and count tracebacks, hangs and nonsense accepted.
+"""Fuzz the input files of the CLI: mutate valid input files of every kind, run the commands
+that read them in-process, and count tracebacks, hangs, memory blow-ups and nonsense accepted.
 
-Each case takes a valid file, applies one mutation (a key set to a wrong type, null, NaN,
-infinity, a huge or negative number, a word where a number goes; a key removed or added; the
-whole file replaced by non-UTF-8 bytes, a list, a scalar or broken syntax) and runs
-``netsim topo FILE --json`` (fabric) or ``netsim predict --job FILE --json`` (job) in-process.
-An oracle built from the schema (the dataclass annotations) says whether the mutation must be
-refused ("nonsense") or may go either way (a zero, a huge count, a removed key). Outcomes:
+Each case takes a valid file of one format (``formats.FORMATS``: fabric, job, Hugging Face
+config, sweep spec, RUNNING.yaml, cluster CSV, Kineto trace, calibration, placement,
+free-server file, settings directory) and applies one mutation: a key set to a wrong type,
+null, NaN, infinity, a huge or negative number, a word where a number goes; a key removed or
+added; the whole file replaced by non-UTF-8 bytes, a list, a scalar or broken syntax; or a
+file-level one (``filecases``: a byte-order mark, a key given twice, a YAML alias bomb, deep
+nesting, a named pipe, a link to /dev/zero, a directory, a sparse 2 GiB file). An oracle built
+from the schema (the dataclass annotations) says whether the mutation must be refused
+("nonsense") or may go either way (a zero, a huge count, a removed key). Outcomes:
 
-``clean``      exit 2 with exactly one line on stderr;
-``accepted``   exit 0;
+``clean``      exit 2 with exactly one line on stderr (a clean one-line error);
+``accepted``   exit 0 (a sane run, unless the oracle says nonsense);
 ``traceback``  an exception escaped, or stderr held more than one line;
-``hang``       the case ran past its time limit.
+``hang``       the case ran past its time limit (SIGALRM);
+``blowup``     ``MemoryError``: the address space is capped (``--address-space-gib``, RLIMIT_AS)
+               so a memory blow-up fails fast instead of taking the machine.
 
-``nonsense_accepted`` counts cases the oracle says must be refused that exited 0. Run::
+``nonsense_accepted`` counts cases the oracle says must be refused that exited 0. The gate
+(``tests/fuzz/test_fuzzer.py``) runs 400 cases of every format at seed 2026 and 100 at a
+random seed it logs, and wants 0 tracebacks, hangs, blow-ups and nonsense accepted. Run::
 
-    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --json
-    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --formats all --json   # every format in FORMATS
-
-``FORMATS`` also holds the later formats: ``hf`` (Hugging Face ``config.json``, ``predict
---model``), ``sweep`` (sweep specs), ``background`` (``RUNNING.yaml``), ``trace`` (cluster
-job-trace CSV) and ``kineto`` (torch.profiler traces, ``diagnose``); the default run is fabric
-and job files.
+    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --formats all --random 100 --json
+    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --json        # fabric and job only
 """
 
 from __future__ import annotations
@@ -29,11 +31,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib
 import io
 import json
 import math
 import os
+import resource
+import secrets
 import signal
 import sys
 import tempfile
@@ -45,201 +48,43 @@ from typing import Any
 import numpy as np
 import yaml
 
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:  # run as a script or imported by the tests beside it
+    sys.path.insert(0, str(HERE))
+
+import filecases  # noqa: E402
+from formats import DEFAULT_FORMATS, FORMATS  # noqa: E402
+
 #: Values a key is set to, with the oracle's category.
-WORDS = ["abc", "h100", "megascale", "", "1e3", "true"]
+WORDS = ["abc", "h100", "megascale", "", "1e3", "true", "\u00b2"]
 CONTAINERS = [[1, 2], {"a": 1}, []]
 SPECIALS = [None, True, False, math.nan, math.inf, -math.inf]
-NUMBERS = [-5, 0, 0.5, 2.5, 65, 10**12, 10**30, 1e308, -1e308]
+NUMBERS = [-5, 0, 0.5, 2.5, 65, 10**12, 10**30, 1e308, -1e308, 1e-300]
 
 
 @dataclasses.dataclass
 class Case:
     """One mutated file and what the oracle expects of it."""
 
-    format: str                 # "fabric" | "job"
+    format: str                 # a key of formats.FORMATS
     mutation: str               # human-readable description
     must_refuse: bool           # True: accepting it is nonsense
     text: bytes                 # the file's bytes
     suffix: str = ".yaml"
     key: str | None = None      # the key set to a new value, if any
+    special: str | None = None  # a non-regular file at the path instead (filecases.SPECIALS)
 
 
 @dataclasses.dataclass
 class Outcome:
     case: Case
-    result: str                 # clean | accepted | traceback | hang
+    result: str                 # clean | accepted | traceback | hang | blowup
     rc: int | None
     stderr: str
 
 
 # ---------------------------------------------------------------------------------------------
-# Valid starting points and the schema oracle
-
-
-def _fabric_bases() -> list[dict]:
-    from topologies.files import PRESETS, spec_to_dict
-
-    out = [spec_to_dict(PRESETS[n]) for n in ("fat-tree-k4", "fat-tree-k8", "leaf-spine-64")]
-    out.append({**spec_to_dict(PRESETS["megascale"]), "servers": 128, "name": "small-clos"})
-    return out
-
-
-def _job_bases() -> list[dict]:
-    from tuner.jobs import read_job_dict
-
-    tiny = read_job_dict("tiny")
-    return [tiny, read_job_dict("gpt3-175b"),
-            {**tiny, "overlap": {"dp_grad_reduce": True, "tp_comm": False}, "recompute": True,
-             "seq": 1024, "virtual_stages": 1}]
-
-
-def _hf_bases() -> list[dict]:
-    from netsim.model.hf import HF_PRESETS
-
-    return [dict(HF_PRESETS[n][0]) for n in ("llama3-8b", "mixtral-8x7b", "deepseek-v3")]
-
-
-def _sweep_bases() -> list[dict]:
-    return [{"command": "topo", "args": {"json": True}, "grid": {"k": [4, 6]}},
-            {"command": "topo", "list": [{"k": 4}, {"k": 8}]},
-            {"command": "topo", "sample": {"n": 2, "seed": 3,
-                                           "space": {"k": {"low": 2, "high": 8, "int": True}}}}]
-
-
-def _sweep_argv(path: str) -> list[str]:
-    out = tempfile.mkdtemp(prefix="fuzz-sweep-", dir=str(Path(path).parent))
-    return ["sweep", path, "-o", out, "--workers", "0", "--no-progress"]
-
-
-def _running_bases() -> list[dict]:
-    """Entries of RUNNING.yaml (mutated, then wrapped as ``{jobs: [entry]}``)."""
-    return [{"name": "a", "job": "tiny", "gpus": "64-127"},
-            {"name": "b", "job": {"model": "tiny", "tp": 1, "pp": 1, "dp": 2}, "gpus": [64, 72]}]
-
-
-def _running_argv(path: str) -> list[str]:
-    return ["predict", "--job", "tiny", "--fabric", "fat-tree-k8", "--background", path,
-            "--json"]
-
-
-def _trace_bases() -> list[dict]:
-    """Rows of a cluster job trace (mutated, then written as a one-row CSV)."""
-    return [{"name": "j0", "arrival_s": 0.0, "duration_s": 60.0, "gpus": 16},
-            {"name": "j1", "arrival_s": 5.0, "duration_s": 30.0, "model": "gpt3-1.3b",
-             "tp": 8, "pp": 1, "dp": 2}]
-
-
-def _trace_argv(path: str) -> list[str]:
-    return ["cluster", "simulate", "--fabric", "fat-tree-k8", "--trace", path,
-            "--policy", "linear", "--json"]
-
-
-def _csv_text(value: Any) -> str:
-    return "" if value is None else str(value)
-
-
-def _csv_dump(data: Any) -> bytes:
-    import csv
-
-    if not isinstance(data, dict):
-        return _csv_text(data).encode()
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(list(data))
-    w.writerow([_csv_text(v) for v in data.values()])
-    return buf.getvalue().encode()
-
-
-def _trace_cell(key: str, value: Any) -> Any:
-    from tuner.cluster import _cell
-
-    return _cell(key, _csv_text(value))
-
-
-@dataclasses.dataclass(frozen=True)
-class KinetoEvent:
-    """The event fields ``netsim.traces.kineto`` reads (the fuzz oracle's schema)."""
-
-    ph: str
-    name: str
-    ts: float
-    dur: float
-    cat: str = "user_annotation"
-    args: dict = dataclasses.field(default_factory=dict)
-
-
-def _kineto_bases() -> list[dict]:
-    """One event of a Chrome trace (mutated, then put after a ProfilerStep range)."""
-    return [{"ph": "X", "cat": "user_annotation", "name": "forward/layer/0/0", "ts": 10.0,
-             "dur": 5.0, "pid": 1, "tid": 1},
-            {"ph": "X", "cat": "kernel", "name": "ncclKernel_AllReduce", "ts": 20.0, "dur": 8.0,
-             "args": {"Collective name": "allreduce"}}]
-
-
-def _kineto_wrap(event: dict) -> dict:
-    step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0.0,
-            "dur": 100.0}
-    return {"traceEvents": [step, event], "distributedInfo": {"rank": 0, "world_size": 1}}
-
-
-def _kineto_argv(path: str) -> list[str]:
-    return ["diagnose", str(Path(path).parent), "--json"]
-
-
-@dataclasses.dataclass(frozen=True)
-class Format:
-    """A fuzzed input format: its valid starting points, its schema, the command reading it."""
-
-    bases: typing.Callable[[], list[dict]]
-    schema: typing.Callable[[dict], type]
-    argv: typing.Callable[[str], list[str]]
-    suffixes: tuple[str, ...] = (".yaml", ".json")
-    required: tuple[str, ...] = ("kind",)   # removing one of these must be refused
-    wrap: typing.Callable[[Any], Any] = lambda d: d       # mutated dict -> file content
-    dump: typing.Callable[[Any], bytes] | None = None     # file bytes (default YAML/JSON)
-    as_read: typing.Callable[[str, Any], Any] = lambda k, v: v  # a value as the reader sees it
-    extra_keys_ok: bool = False                           # unknown keys ignored by the reader
-
-
-def _fabric_schema(data: dict) -> type:
-    from topologies.files import KINDS
-
-    return KINDS[data["kind"]]
-
-
-def _schema(module: str, name: str) -> typing.Callable[[dict], type]:
-    """The schema ``module.name`` of a format, imported when first fuzzed (as its reader is)."""
-    return lambda data: getattr(importlib.import_module(module), name)
-
-
-def _kineto_schema(data: dict) -> type:
-    return KinetoEvent
-
-
-#: Every fuzzed format (``--formats``); the default run keeps fabric and job, as issue #16's.
-FORMATS: dict[str, Format] = {
-    "fabric": Format(_fabric_bases, _fabric_schema, lambda p: ["topo", p, "--json"]),
-    "job": Format(_job_bases, _schema("netsim.workload", "JobSpec"),
-                  lambda p: ["predict", "--job", p, "--json"]),
-    "hf": Format(_hf_bases, _schema("netsim.model.hf", "HFConfigKeys"),
-                 lambda p: ["predict", "--model", p, "--json"],
-                 suffixes=(".json",), required=("num_hidden_layers", "hidden_size",
-                                                "num_attention_heads", "intermediate_size",
-                                                "vocab_size", "hidden_act"),
-                 extra_keys_ok=True),
-    "sweep": Format(_sweep_bases, _schema("sweeps", "SpecKeys"), _sweep_argv,
-                    required=("command", "grid", "list", "sample")),
-    "background": Format(_running_bases, _schema("tuner.background", "RunningEntry"),
-                         _running_argv,
-                         required=("job", "gpus"), wrap=lambda d: {"jobs": [d]}),
-    "trace": Format(_trace_bases, _schema("tuner.cluster", "TraceRow"), _trace_argv,
-                    suffixes=(".csv",),
-                    required=("arrival_s", "duration_s", "gpus"), dump=_csv_dump,
-                    as_read=_trace_cell, extra_keys_ok=True),
-    "kineto": Format(_kineto_bases, _kineto_schema, _kineto_argv, suffixes=(".json",),
-                     required=(), wrap=_kineto_wrap, extra_keys_ok=True),
-}
-DEFAULT_FORMATS = ("fabric", "job")
+# The schema oracle
 
 
 def _hints(fmt: str, data: dict) -> dict[str, Any]:
@@ -329,8 +174,27 @@ def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str)
     return Case(fmt, "file truncated", False, raw[: int(rng.integers(1, len(raw)))], suffix)
 
 
+def _file_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> Case:
+    """A file-level mutation (``filecases``); a valid file with a byte-order mark is valid."""
+    raw = _dump(base, suffix, fmt)
+    wrapped = FORMATS[fmt].wrap(base)
+    choice = int(rng.integers(4 + len(filecases.SPECIALS)))
+    made = {0: ("byte-order mark", False, filecases.with_bom(raw)),
+            1: ("a key given twice", True, filecases.duplicate_key(wrapped, raw, suffix)),
+            2: ("YAML alias bomb", True, filecases.alias_bomb(wrapped, suffix)),
+            3: ("nested 5,000 deep", True, filecases.deep_nesting(suffix))}.get(choice)
+    if made is None:
+        special = filecases.SPECIALS[choice - 4]
+        return Case(fmt, f"path is a {special}", True, b"", suffix, special=special)
+    what, must, text = made
+    if text is None:  # the mutation does not apply to this file type: a BOM does
+        what, must, text = "byte-order mark", False, filecases.with_bom(raw)
+    return Case(fmt, what, must, text, suffix)
+
+
 def make_cases(n: int, seed: int, formats: tuple[str, ...] = DEFAULT_FORMATS) -> list[Case]:
-    """``n`` mutated files, the formats taking turns, drawn from ``seed``."""
+    """``n`` mutated files, the formats taking turns, drawn from ``seed``: 60% a value, 20% the
+    structure, 20% the file itself."""
     rng = np.random.default_rng(seed)
     bases = {f: FORMATS[f].bases() for f in formats}
     cases = []
@@ -339,7 +203,8 @@ def make_cases(n: int, seed: int, formats: tuple[str, ...] = DEFAULT_FORMATS) ->
         base = bases[fmt][int(rng.integers(len(bases[fmt])))]
         sfx = FORMATS[fmt].suffixes
         suffix = (".json" if rng.random() < 0.3 else ".yaml") if len(sfx) > 1 else sfx[0]
-        make = _value_case if rng.random() < 0.75 else _structure_case
+        u = rng.random()
+        make = _value_case if u < 0.6 else _structure_case if u < 0.8 else _file_case
         cases.append(make(fmt, base, rng, suffix))
     return cases
 
@@ -356,13 +221,23 @@ def _alarm(signum, frame):  # pragma: no cover - only on a hang
     raise _Timeout()
 
 
-def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
-    """Run the command that reads the case's file, in-process, and classify the outcome."""
+def _write_case(case: Case, workdir: Path) -> Path:
+    """The case's file in a directory of its own (with the format's sibling files)."""
+    fmt = FORMATS[case.format]
+    d = Path(tempfile.mkdtemp(prefix=f"{case.format}-", dir=workdir))
+    fmt.setup(d)
+    path = d / f"{fmt.filename}{case.suffix}"
+    if case.special:
+        filecases.make_special(path, case.special)
+    else:
+        path.write_bytes(case.text)
+    return path
+
+
+def _call(argv: list[str], timeout_s: int) -> tuple[str, int | None, str]:
+    """Run ``netsim ARGV`` in-process: (result, exit status, stderr or the exception)."""
     from tuner.cli import main
 
-    path = workdir / f"input{case.suffix}"
-    path.write_bytes(case.text)
-    argv = FORMATS[case.format].argv(str(path))
     err, out = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout_s)
@@ -372,19 +247,38 @@ def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else 2
     except _Timeout:
-        return Outcome(case, "hang", None, "")
+        return "hang", None, ""
+    except MemoryError:
+        return "blowup", None, "MemoryError"
     except BaseException as exc:  # noqa: BLE001 - a traceback is what we count
-        return Outcome(case, "traceback", None, f"{type(exc).__name__}: {exc}")
+        return "traceback", None, f"{type(exc).__name__}: {exc}"
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-    text = err.getvalue().strip()
+    return "ran", rc, err.getvalue().strip()
+
+
+def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
+    """Run the command that reads the case's file, in-process, and classify the outcome."""
+    path = _write_case(case, workdir)
+    result, rc, text = _call(FORMATS[case.format].argv(str(path)), timeout_s)
+    if result != "ran":
+        return Outcome(case, result, rc, text)
     if rc == 0:
         return Outcome(case, "accepted", rc, text)
     lines = [ln for ln in text.splitlines() if ln.strip()]
     # a sweep whose points failed exits 1 with one summary line (issue #29): clean too
     ok = (rc == 2 or (rc == 1 and case.format == "sweep")) and len(lines) == 1
     return Outcome(case, "clean" if ok else "traceback", rc, text)
+
+
+def cap_address_space(gib: float) -> None:
+    """RLIMIT_AS of this process (call it in a child: a blow-up then fails fast with
+    ``MemoryError`` instead of taking the machine)."""
+    limit = int(gib * 2**30)
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY
+                                            else min(limit, hard), hard))
 
 
 def fuzz(n: int = 400, seed: int = 2026, timeout_s: int = 60,
@@ -409,11 +303,17 @@ def fuzz(n: int = 400, seed: int = 2026, timeout_s: int = 60,
     return summarize(outcomes, n, seed)
 
 
+def gate_ok(res: dict[str, Any]) -> bool:
+    """The fuzz gate: no traceback, hang, blow-up or nonsense accepted."""
+    return res["tracebacks"] == res["hangs"] == res["blowups"] == res["nonsense_accepted"] == 0
+
+
 def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
     counts = Counter(o.result for o in outcomes)
     nonsense = [o for o in outcomes if o.case.must_refuse and o.result == "accepted"]
-    bad = [o for o in outcomes if o.result in ("traceback", "hang")]
-    unnamed = [o for o in outcomes if o.result == "clean" and "input." not in o.stderr]
+    bad = [o for o in outcomes if o.result in ("traceback", "hang", "blowup")]
+    unnamed = [o for o in outcomes if o.result == "clean"
+               and FORMATS[o.case.format].filename not in o.stderr]
     keyed = [o for o in outcomes if o.result == "clean" and o.case.key]
     field_named = [o for o in keyed if o.case.key in o.stderr]
     return {
@@ -421,12 +321,14 @@ def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
         "by_format": dict(Counter(o.case.format for o in outcomes)),
         "clean_errors": counts["clean"], "accepted": counts["accepted"],
         "tracebacks": counts["traceback"], "hangs": counts["hang"],
+        "blowups": counts["blowup"],
         "must_refuse": sum(o.case.must_refuse for o in outcomes),
         "nonsense_accepted": len(nonsense),
         "errors_without_file": len(unnamed),
         "key_errors": len(keyed), "key_errors_naming_the_key": len(field_named),
         "examples": {
-            "tracebacks": [f"{o.case.format} {o.case.mutation}: {o.stderr[:200]}" for o in bad],
+            "tracebacks": [f"{o.case.format} {o.case.mutation} ({o.result}): {o.stderr[:200]}"
+                           for o in bad],
             "nonsense_accepted": [f"{o.case.format} {o.case.mutation}" for o in nonsense],
             "errors_without_file": [o.stderr[:200] for o in unnamed],
             "key_errors_not_naming_the_key": [f"{o.case.mutation}: {o.stderr[:200]}"
@@ -435,11 +337,26 @@ def summarize(outcomes: list[Outcome], n: int, seed: int) -> dict[str, Any]:
     }
 
 
+def _print(res: dict[str, Any]) -> None:
+    for k, v in res.items():
+        if k != "examples":
+            print(f"{k:>20}: {v}")
+    for k, v in res["examples"].items():
+        for line in v:
+            print(f"{k}: {line}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python tests/fuzz/fuzzer.py", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python tests/fuzz/fuzzer.py",
+                                description=__doc__.split("\n")[0])
     p.add_argument("-n", type=int, default=400, help="number of mutated files (default 400)")
     p.add_argument("--seed", type=int, default=2026, help="seed of the mutations")
+    p.add_argument("--random", type=int, default=0, metavar="N",
+                   help="then N more cases at a random seed, logged in the output")
     p.add_argument("--timeout-s", type=int, default=60, help="per-case limit counted as a hang")
+    p.add_argument("--address-space-gib", type=float, default=None,
+                   help="cap this process's address space (RLIMIT_AS); a MemoryError then "
+                        "counts as a blow-up")
     p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
                    help=f"comma-separated formats, or 'all' ({', '.join(FORMATS)}; default "
                    f"{','.join(DEFAULT_FORMATS)})")
@@ -449,17 +366,19 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         p.error(f"--formats: unknown {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
-    res = fuzz(args.n, args.seed, args.timeout_s, formats=formats)
+    if args.address_space_gib:
+        cap_address_space(args.address_space_gib)
+    runs = [fuzz(args.n, args.seed, args.timeout_s, formats=formats)]
+    if args.random:
+        seed = secrets.randbits(32)
+        print(f"fuzzer: random seed {seed} ({args.random} cases)", file=sys.stderr)
+        runs.append(fuzz(args.random, seed, args.timeout_s, formats=formats))
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(json.dumps(runs[0] if len(runs) == 1 else {"runs": runs}, indent=2))
     else:
-        for k, v in res.items():
-            if k != "examples":
-                print(f"{k:>20}: {v}")
-        for k, v in res["examples"].items():
-            for line in v:
-                print(f"{k}: {line}")
-    return 0 if res["tracebacks"] == res["hangs"] == res["nonsense_accepted"] == 0 else 1
+        for res in runs:
+            _print(res)
+    return 0 if all(gate_ok(r) for r in runs) else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -79,7 +79,7 @@ def packaged_jobs() -> list[str]:
 def resolve_job(spec: str) -> Path:
     """The file a ``--job`` value names: a path, or a packaged example's name."""
     path = Path(spec)
-    if path.is_file():
+    if path.exists() or path.is_symlink():  # the loader says what is wrong with it (a pipe)
         return path
     named = _HERE / f"{spec}.yaml"
     if named.is_file() and not path.exists():
