@@ -186,7 +186,7 @@ def _sample(sample: Any, where: str) -> list[dict]:
     size = math.prod(_domain_size(v) for v in space.values())
     if n > size:
         raise ValueError(f"{where}: sample.space has {size:,} distinct points, fewer than "
-                         f"sample.n = {n:,}; lower sample.n to at most {size:,}")
+                         f"{n:,} distinct points (sample.n); lower sample.n to at most {size:,}")
     out: dict[str, dict] = {}
     for _ in range(100 * n):
         p = {k: d(rng) for k, d in drawers.items()}

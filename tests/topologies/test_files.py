@@ -39,9 +39,9 @@ def _write(tmp_path, data, suffix=".yaml"):
 
 BAD = [
     ({"kind": "clos3", "servers": 64, "colour": "red"}, "unknown key 'colour'"),
-    ({"kind": "clos3", "port_speed_gbps": 0}, "port_speed_gbps: got 0; expected a finite number > 0"),
-    ({"kind": "clos3", "nic_speed_gbps": -100}, "nic_speed_gbps: got -100; expected a finite number > 0"),
-    ({"kind": "leaf_spine", "host_speed_gbps": 0}, "host_speed_gbps: got 0; expected a finite number > 0"),
+    ({"kind": "clos3", "port_speed_gbps": 0}, "port_speed_gbps: got 0; expected a finite number >= 0.01"),
+    ({"kind": "clos3", "nic_speed_gbps": -100}, "nic_speed_gbps: got -100; expected a finite number >= 0.01"),
+    ({"kind": "leaf_spine", "host_speed_gbps": 0}, "host_speed_gbps: got 0; expected a finite number >= 0.01"),
     ({"kind": "clos3", "switch_radix": 32}, "switch_radix=32 is too small for tor_downlink_split"),
     ({"kind": "clos3", "tor_downlink_split": 1}, "too small for tor_downlink_split=1"),
     ({"kind": "clos3", "tor_down_up": [2, 1]}, "tor_down_up 2:1 does not split switch_radix"),
@@ -53,7 +53,7 @@ BAD = [
     ({"kind": "clos3", "servers": "many"}, "servers: got 'many'; expected an integer >= 1 (e.g. servers: 1536)"),
     ({"kind": "clos3", "host_latency_ns": -1}, "host_latency_ns: got -1; expected a finite number >= 0"),
     ({"kind": "fat_tree", "k": 5}, "k must be even"),
-    ({"kind": "fat_tree", "link_speed_gbps": 0}, "link_speed_gbps: got 0; expected a finite number > 0"),
+    ({"kind": "fat_tree", "link_speed_gbps": 0}, "link_speed_gbps: got 0; expected a finite number >= 0.01"),
     ({"kind": "fat_tree", "k": 0}, "k: got 0; expected an integer >= 1"),
     ({"kind": "leaf_spine", "uplink_latency_ns": -5}, "uplink_latency_ns: got -5; expected a finite number >= 0"),
     ({"kind": "clos3", "planes": 0}, "planes: got 0; expected an integer >= 1"),

@@ -61,12 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if args.workers != 0 or args.scheduler:
         sweeps.runner._import_dask()  # one line naming the extra, before any work
     check_resumable_dir(args.out)  # an unwritable -o fails before any point runs
-    if not args.no_progress:
-        print(f"netsim sweep: {estimate_line(spec)}", file=sys.stderr)
+    spec_text = read_text(spec_path, "sweep spec")
     with output_lock(args.out):  # a second sweep into this DIR is refused meanwhile
+        sweeps.claim_dir(Path(args.out), spec, spec_text)  # another sweep's DIR: refused
+        if not args.no_progress:
+            print(f"netsim sweep: {estimate_line(spec)}", file=sys.stderr)
         summary = sweeps.run_sweep(spec, args.out, workers=args.workers,
                                    scheduler=args.scheduler, progress=not args.no_progress,
-                                   spec_text=read_text(spec_path, "sweep spec"),
+                                   spec_text=spec_text,
                                    retry_errors=args.retry_errors, command_point=CommandPoint)
     if args.json:
         print_json(summary)
