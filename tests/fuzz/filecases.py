@@ -40,6 +40,9 @@ def duplicate_key(data: dict, raw: bytes, suffix: str) -> bytes | None:
         row, _, tail = rest.partition("\n")
         return f"{header},{key}\n{row},{value}\n{tail}".encode()
     again = json.dumps(value, allow_nan=True)
+    if suffix == ".jsonl":  # the first record
+        first, _, rest = text.partition("\n")
+        return (first.rstrip()[:-1] + f', {json.dumps(key)}: {again}}}\n{rest}').encode()
     if suffix == ".json":
         return (text.rstrip()[:-1] + f', {json.dumps(key)}: {again}}}').encode()
     return (text + f"{key}: {again}\n").encode()

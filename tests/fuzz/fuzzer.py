@@ -3,7 +3,7 @@ that read them in-process, and count tracebacks, hangs, memory blow-ups and nons
 
 Each case takes a valid file of one format (``formats.FORMATS``: fabric, job, Hugging Face
 config, sweep spec, RUNNING.yaml, cluster CSV, Kineto trace, calibration, placement,
-free-server file, settings directory) and applies one mutation: a key set to a wrong type,
+free-server file, settings directory, trainer rank trace) and applies one mutation: a key set to a wrong type,
 null, NaN, infinity, a huge or negative number, a word where a number goes; a key removed or
 added; the whole file replaced by non-UTF-8 bytes, a list, a scalar or broken syntax; or a
 file-level one (``filecases``: a byte-order mark, a key given twice, a YAML alias bomb, deep
@@ -20,9 +20,10 @@ from the schema (the dataclass annotations) says whether the mutation must be re
 
 ``nonsense_accepted`` counts cases the oracle says must be refused that exited 0. The gate
 (``tests/fuzz/test_fuzzer.py``) runs 400 cases of every format at seed 2026 and 100 at a
-random seed it logs, and wants 0 tracebacks, hangs, blow-ups and nonsense accepted. Run::
+random seed it logs (``--formats gate``: all but ``formats.PENDING``), and wants 0
+tracebacks, hangs, blow-ups and nonsense accepted. Run::
 
-    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --formats all --random 100 --json
+    python tests/fuzz/fuzzer.py --seed 2026 -n 400 --formats gate --random 100 --json
     python tests/fuzz/fuzzer.py --seed 2026 -n 400 --json        # fabric and job only
 """
 
@@ -53,7 +54,7 @@ if str(HERE) not in sys.path:  # run as a script or imported by the tests beside
     sys.path.insert(0, str(HERE))
 
 import filecases  # noqa: E402
-from formats import DEFAULT_FORMATS, FORMATS  # noqa: E402
+from formats import DEFAULT_FORMATS, FORMATS, GATE_FORMATS, PENDING  # noqa: E402
 
 #: Values a key is set to, with the oracle's category.
 WORDS = ["abc", "h100", "megascale", "", "1e3", "true", "\u00b2"]
@@ -358,11 +359,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="cap this process's address space (RLIMIT_AS); a MemoryError then "
                         "counts as a blow-up")
     p.add_argument("--formats", default=",".join(DEFAULT_FORMATS),
-                   help=f"comma-separated formats, or 'all' ({', '.join(FORMATS)}; default "
+                   help=f"comma-separated formats, 'all' ({', '.join(FORMATS)}) or 'gate' "
+                   f"(all but {', '.join(PENDING) or 'none'}; default "
                    f"{','.join(DEFAULT_FORMATS)})")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     args = p.parse_args(argv)
-    formats = tuple(FORMATS) if args.formats == "all" else tuple(args.formats.split(","))
+    formats = {"all": tuple(FORMATS), "gate": GATE_FORMATS}.get(
+        args.formats, tuple(args.formats.split(",")))
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         p.error(f"--formats: unknown {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
