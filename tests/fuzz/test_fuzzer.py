@@ -19,11 +19,13 @@ GATE_ARGS = ["-n", "400", "--seed", "2026", "--random", "100", "--formats", "gat
              "--address-space-gib", "4", "--timeout-s", "60", "--json"]
 
 
-def test_fuzz_gate_every_format():
+def test_fuzz_gate_every_format(capsys):
     proc = subprocess.run([sys.executable, str(HERE / "fuzzer.py"), *GATE_ARGS],
                           capture_output=True, text=True, timeout=1800)
-    print(proc.stderr)  # the random seed, to rerun a failure: --seed SEED -n 100
     runs = json.loads(proc.stdout)["runs"]
+    with capsys.disabled():  # logged on every run: a failure reruns with --seed SEED -n 100
+        print(f"\nfuzz gate: seeds {[r['seed'] for r in runs]}, outcomes "
+              f"{[(r['clean_errors'], r['accepted']) for r in runs]} (clean, accepted)")
     assert [r["cases"] for r in runs] == [400, 100]
     for res in runs:
         assert set(res["by_format"]) == set(GATE_FORMATS), res["by_format"]
