@@ -190,3 +190,14 @@ def test_a_100_kb_key_gives_a_readable_line(tmp_path, capsys):
     p = tmp_path / "job.json"
     p.write_text(json.dumps({"model": "tiny", "tp": 4, "pp": 2, "dp": 8, "k" * 100_000: 1}))
     _refused(capsys, ["predict", "--job", p, "--json"], "job.json", "unknown key")
+
+
+@pytest.mark.parametrize("text", ["\u00b2\n", "servers: ['\u00b2']\n"])
+def test_a_superscript_digit_in_a_free_server_file_names_the_file_and_entry(tmp_path, text):
+    from inputspec import InputError
+    from tuner.placement import read_free_servers
+
+    p = tmp_path / "free.txt"
+    p.write_text(text)
+    with pytest.raises(InputError, match=r"free-server file .*free.txt: servers\[0\]"):
+        read_free_servers(p, _fabric_gpus())
