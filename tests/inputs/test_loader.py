@@ -109,3 +109,13 @@ def test_showing_a_huge_value_renders_only_its_first_items():
     huge = [1, 2, 3, 4] + [_NeverShown()] * 10**6  # an expanded bomb: the same object 10^6 times
     text = show(huge)
     assert len(text) <= 48 and text.startswith("[1, 2, 3, 4")
+
+
+def test_a_huge_yaml_text_is_refused_before_parsing():
+    from inputspec import parse_text
+    from inputspec.parse import MAX_YAML_CHARS
+
+    text = "a: [" + "1, " * (MAX_YAML_CHARS // 3) + "1]\n"
+    with pytest.raises(InputError, match=r"characters of YAML, more than .* write large data "
+                                         r"as JSON"):
+        parse_text(text, "yaml", "big.yaml")
