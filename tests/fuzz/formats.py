@@ -33,6 +33,7 @@ class Format:
     extra_keys_ok: bool = False                           # unknown keys ignored by the reader
     filename: str = "input"                               # the file's name (suffix added)
     setup: typing.Callable[[Path], None] = lambda d: None  # sibling files in the case's dir
+    allow_inf: tuple[str, ...] = ()                       # keys whose rules allow +infinity
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +363,7 @@ FORMATS: dict[str, Format] = {
     "calibration": Format(_calibration_bases, _calibration_schema, _calibration_argv,
                           suffixes=(".json",), required=("intercept_s", "rate", "points",
                                                          "rel_rms", "max_rel"),
-                          wrap=_calibration_wrap),
+                          wrap=_calibration_wrap, allow_inf=("rate",)),
     "placement": Format(_placement_bases, _schema("tuner.inputs", "PlacementRank"),
                         _placement_argv, required=("rank", "host", "local_rank"),
                         wrap=_placement_wrap),

@@ -145,9 +145,9 @@ def _value_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> 
     data = {**base, key: value}
     seen = FORMATS[fmt].as_read(key, value)
     ignored = key not in hints and FORMATS[fmt].extra_keys_ok  # a key the reader skips
-    return Case(fmt, f"{key}: {value!r}", not ignored and _is_nonsense(seen, hints.get(key, Any),
-                                                                       key),
-                _dump(data, suffix, fmt), suffix, key)
+    infinite_ok = key in FORMATS[fmt].allow_inf and value == math.inf  # e.g. a fit's rate
+    must = not ignored and not infinite_ok and _is_nonsense(seen, hints.get(key, Any), key)
+    return Case(fmt, f"{key}: {value!r}", must, _dump(data, suffix, fmt), suffix, key)
 
 
 def _structure_case(fmt: str, base: dict, rng: np.random.Generator, suffix: str) -> Case:
