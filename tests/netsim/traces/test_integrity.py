@@ -145,26 +145,24 @@ def test_a_nonsensical_meta_is_one_line_naming_the_field(tmp_path, capsys, key, 
         assert "trace-rank1.jsonl" in err and f"{field}: got" in err, err
 
 
-def test_a_world_of_a_trillion_is_not_enumerated(tmp_path, capsys):
-    """Every rank's meta claims it (consistent layout): refused by the bound, no set of 10^12."""
-    d = tmp_path / "run"
+def write_world(d: Path, world: int) -> Path:
+    """Two rank files whose metas claim (consistently) a world of ``world`` ranks."""
     d.mkdir()
     for r in range(2):
         lines = rank_lines(r, "a" * 32)
-        lines[0].update(world_size=10**12, dp=10**12)
+        lines[0].update(world_size=world, dp=world)
         write_rank(d, r, lines)
-    for err in refusals(d, tmp_path, capsys):
+    return d
+
+
+def test_a_world_of_a_trillion_is_not_enumerated(tmp_path, capsys):
+    """Refused by the bound: no set of 10^12 ranks is built."""
+    for err in refusals(write_world(tmp_path / "run", 10**12), tmp_path, capsys):
         assert "meta.world_size" in err and "16777216" in err.replace(",", ""), err
 
 
 def test_a_large_plausible_world_names_the_first_missing_ranks(tmp_path, capsys):
-    d = tmp_path / "run"
-    d.mkdir()
-    for r in range(2):
-        lines = rank_lines(r, "a" * 32)
-        lines[0].update(world_size=2**24, dp=2**24)
-        write_rank(d, r, lines)
-    for err in refusals(d, tmp_path, capsys):
+    for err in refusals(write_world(tmp_path / "run", 2**24), tmp_path, capsys):
         assert "missing rank(s) [2, 3, 4, 5, 6, 7, 8, 9, 10, 11] and 16,777,204 more" in err
 
 
