@@ -188,18 +188,29 @@ def test_a_rank_file_linked_to_a_device_is_refused(tmp_path, capsys, device):
         assert "trace-rank1.jsonl" in err and "not a regular file" in err, err
 
 
-@pytest.mark.parametrize("key, value", [("tp", "x"), ("pp", 0), ("model", None),
-                                        ("world_size", 10**12)])
-def test_a_nonsensical_kineto_trainer_meta_is_one_line(tmp_path, capsys, key, value):
-    d = tmp_path / "kineto"
+def write_kineto(d: Path, rank1: dict) -> Path:
+    """Two ranks' profiler documents with the trainer's ``trainer_meta``; rank 1's meta
+    updated with ``rank1``."""
     d.mkdir()
     for r in range(2):
         meta = {k: v for k, v in rank_lines(r, "a" * 32)[0].items() if k != "type"}
-        if r == 1:
-            meta[key] = value
+        meta.update(rank1 if r == 1 else {})
         ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1,
                "tid": 1, "ts": 1000.0, "dur": 5000.0}]
         doc = {"traceEvents": ev, "trainer_meta": json.dumps(meta)}
         (d / f"kineto-rank{r}.json").write_text(json.dumps(doc))
+    return d
+
+
+@pytest.mark.parametrize("key, value", [("tp", "x"), ("pp", 0), ("model", None),
+                                        ("world_size", 10**12)])
+def test_a_nonsensical_kineto_trainer_meta_is_one_line(tmp_path, capsys, key, value):
+    d = write_kineto(tmp_path / "kineto", {key: value})
     for err in refusals(d, tmp_path, capsys):
         assert "kineto-rank1.json" in err and f"trainer_meta.{key}" in err, err
+
+
+def test_kineto_documents_of_two_runs_are_refused(tmp_path, capsys):
+    d = write_kineto(tmp_path / "kineto", {"run_id": "b" * 32})
+    for err in refusals(d, tmp_path, capsys):
+        assert "kineto-rank1.json (rank 1)" in err and "two runs" in err, err
