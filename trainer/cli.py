@@ -184,12 +184,10 @@ def run(args: argparse.Namespace) -> int:
     import torch
     import torch.distributed as dist
 
-    from trainer.launch import default_backend, die_with_parent, init_from_env
+    from trainer.launch import default_backend, init_from_env
     from trainer.mesh import Layout, build_mesh
     from trainer.train import Trainer, resolve_device
 
-    if "LOCAL_RANK" in os.environ or "TORCHELASTIC_RUN_ID" in os.environ:
-        die_with_parent()  # a launcher's worker (torchrun): it ends with the launcher
     host, placed_rank, local_rank = _identity(args)
     backend = args.backend if args.backend != "auto" else default_backend(args.device or "auto")
     world = int(os.environ.get("WORLD_SIZE", 1))

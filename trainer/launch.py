@@ -94,10 +94,12 @@ def spawn(fn: Callable, nprocs: int, args: tuple = (), backend: str = "gloo") ->
 
 
 def init_from_env(backend: str, rank_override: int | None = None) -> tuple[int, int]:
-    """Join the torchrun world (or a world of one); returns (rank, world_size)."""
+    """Join the torchrun world (or a world of one); returns (rank, world_size). A launcher's
+    worker first arranges to end with the launcher (:func:`die_with_parent`)."""
     if "WORLD_SIZE" not in os.environ:  # a world of one needs no rendezvous at all
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
         return 0, 1
+    die_with_parent()
     if rank_override is not None:
         os.environ["RANK"] = str(rank_override)  # placement: this process is that trainer rank
     dist.init_process_group(backend)
