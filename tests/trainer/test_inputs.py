@@ -88,3 +88,15 @@ def test_a_named_pipe_is_refused_without_being_opened(tmp_path, capsys, flag):
 def test_a_device_is_refused_without_being_read(capsys, flag):
     err = one_line_error([flag, "/dev/zero"], capsys)
     assert "/dev/zero" in err and "not a regular file" in err, err
+
+
+@pytest.mark.parametrize("name", ["tiny", "small"])
+def test_a_config_written_from_the_dataclasses_loads_back_equal(tmp_path, name):
+    """The typed reader accepts everything the trainer's own config holds (json of to_dict)."""
+    from trainer.config import ParallelConfig, TrainConfig, load_config_file, preset
+
+    cfg = TrainConfig(model=preset(name), parallel=ParallelConfig(dp=2, global_batch=4),
+                      steps=3, inject_slow_link=(0, 1), link_delay_us=5.0)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg.to_dict()))
+    assert load_config_file(path) == cfg
