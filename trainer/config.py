@@ -14,7 +14,7 @@ table's 24 heads and 5140 are not consistent with its d_head). The vocabulary 50
 from __future__ import annotations
 
 import dataclasses
-import json
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -407,39 +407,85 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def config_from_dict(data: dict[str, Any]) -> TrainConfig:
-    """Build a :class:`TrainConfig` from a plain dict (the YAML/JSON file layout).
+#: Bounds of the file's numbers beyond their types (``inputspec`` rules): counts a run can hold.
+CONFIG_RULES: dict[str, dict[str, Any]] = {
+    "steps": dict(min=0, max=10**9, example=10), "save_every": dict(min=0, max=10**9),
+    "seed": dict(min=0, max=2**63 - 1), "lr": dict(min=0, max=1e3), "eps": dict(gt=0, max=1),
+    "weight_decay": dict(min=0, max=1e3), "bucket_bytes": dict(min=1, max=2**40),
+    "peak_flops": dict(gt=0, max=1e18), "slow_factor": dict(gt=0, max=1e3),
+    "link_delay_us": dict(min=0, max=1e9), "inject_slow_rank": dict(min=0, max=2**24),
+}
+PARALLEL_RULES = {k: dict(min=1, max=2**24, example=2) for k in
+                  ("tp", "cp", "ep", "pp", "dp", "micro_batches")} | {
+    "global_batch": dict(min=1, max=2**40, example=8)}
+MODEL_RULES = {k: dict(min=1, max=2**24, example=8) for k in
+               ("layers", "hidden", "heads", "seq", "vocab")} | {
+    k: dict(min=0, max=2**24) for k in ("ffn_hidden", "kv_heads", "experts", "top_k",
+                                        "moe_ffn_hidden", "shared_experts",
+                                        "first_dense_layers", "moe_every")} | {
+    "ln_eps": dict(gt=0, max=1)}
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> TrainConfig:
+    """Build a :class:`TrainConfig` from a plain dict (the YAML/JSON file layout), every
+    value typed and bounded (``inputspec``: errors name ``source`` and the field).
 
     ``model`` may be a preset name, a transformers config.json path, or a mapping (optionally
     with ``preset`` plus overrides).
     """
+    from inputspec import check_value, from_dict
+    from inputspec.core import Rule, construct
+
     data = dict(data)
     unknown = set(data) - {f.name for f in dataclasses.fields(TrainConfig)}
     if unknown:
-        raise ValueError(f"unknown config keys {sorted(unknown)}: valid keys are the TrainConfig fields")
-    model = data.pop("model", "tiny")
+        raise InputError(source, problem=f"unknown config keys {sorted(map(str, unknown))}: "
+                         "valid keys are the TrainConfig fields")
+    model = _model_from_dict(data.pop("model", "tiny"), source)
+    par = from_dict(ParallelConfig, data.pop("parallel", {}), source, prefix="parallel",
+                    rules=PARALLEL_RULES)
+    hints = typing.get_type_hints(TrainConfig)
+    kwargs = {k: check_value(v, hints[k], source, k, Rule(**CONFIG_RULES.get(k, {})))
+              for k, v in data.items()}
+    return construct(TrainConfig, dict(kwargs, model=model, parallel=par), source)
+
+
+def _model_from_dict(model: Any, source: str) -> ModelConfig:
+    """The ``model`` value: a preset name, a config.json path, or a (preset +) field mapping."""
+    from inputspec import check_value, from_dict
+    from inputspec.core import Rule
+
     if isinstance(model, str):
-        model = load_hf_config(model) if is_config_path(model) else preset(model)
-    elif isinstance(model, dict):
-        m = dict(model)
-        model = preset(m.pop("preset"), **m) if "preset" in m else ModelConfig(**m)
-    par = data.pop("parallel", {})
-    return TrainConfig(model=model, parallel=ParallelConfig(**par), **data)
+        return load_hf_config(model) if is_config_path(model) else preset(model)
+    if not isinstance(model, Mapping) or "preset" not in model:
+        return from_dict(ModelConfig, model, source, prefix="model", rules=MODEL_RULES)
+    m = dict(model)
+    name = check_value(m.pop("preset"), str, source, "model.preset", Rule(choices=PRESET_NAMES))
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    hints = typing.get_type_hints(ModelConfig)
+    for k in m:
+        if k not in fields:
+            raise InputError(source, problem=f"unknown key 'model.{k}'; known keys: "
+                             f"preset, {', '.join(sorted(fields))}")
+        m[k] = check_value(m[k], hints[k], source, f"model.{k}", Rule(**MODEL_RULES.get(k, {})))
+    try:
+        return preset(name, **m)
+    except ValueError as exc:
+        raise InputError(source, problem=f"model: {exc}") from None
 
 
 def load_config_file(path: str | Path) -> TrainConfig:
-    """Load a YAML (``.yaml``/``.yml``) or JSON config file into a :class:`TrainConfig`."""
-    path = Path(path)
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
+    """Load a YAML (``.yaml``/``.yml``) or JSON config file into a :class:`TrainConfig`,
+    through ``inputspec``'s reader: regular files only, size-capped, nesting bounded."""
+    from inputspec import read_data
 
-        data = yaml.safe_load(text) or {}
-    else:
-        data = json.loads(text)
+    path = Path(path)
+    fmt = "yaml" if path.suffix.lower() in (".yaml", ".yml") else "json"
+    data = read_data(path, "trainer config", default_format=fmt)
+    source = f"trainer config file {path}"
+    if data is None and fmt == "yaml":
+        data = {}
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: the config file must hold a mapping of TrainConfig fields")
-    try:
-        return config_from_dict(data)
-    except TypeError as exc:  # unknown field inside model/parallel
-        raise ValueError(f"{path}: {exc}") from None
+        raise InputError(source, problem="the config file must hold a mapping of TrainConfig "
+                         "fields")
+    return config_from_dict(data, source)

@@ -19,7 +19,6 @@ into the trainer rank the placement asks for.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,16 +221,26 @@ class PlacementEntry:
 
 
 def load_placement(path: str | Path) -> list[PlacementEntry]:
-    """Read and validate a placement file (schema in the module docstring)."""
-    data = json.loads(Path(path).read_text())
+    """Read and validate a placement file (schema in the module docstring) through
+    ``inputspec``: regular files only, size-capped; each entry's fields typed and bounded."""
+    from inputspec import InputError, check_value, read_data
+    from inputspec.core import Rule
+
+    source = f"placement file {path}"
+    data = read_data(path, "placement", default_format="json")
     if not isinstance(data, dict) or not isinstance(data.get("ranks"), list):
-        raise ValueError(f"{path}: a placement file is {{\"ranks\": [{{\"rank\", \"host\", \"local_rank\"}}]}}")
+        raise InputError(source, problem='a placement file is {"ranks": [{"rank", "host", '
+                         '"local_rank"}]}')
     out = []
     for i, e in enumerate(data["ranks"]):
-        try:
-            out.append(PlacementEntry(int(e["rank"]), str(e["host"]), int(e["local_rank"])))
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}: ranks[{i}] needs integer rank, string host, integer local_rank") from None
+        if not isinstance(e, dict) or not {"rank", "host", "local_rank"} <= set(e):
+            raise InputError(source, f"ranks[{i}]", e, "an object with rank, host, local_rank",
+                             {"rank": 0, "host": "node0", "local_rank": 0})
+        out.append(PlacementEntry(
+            check_value(e["rank"], int, source, f"ranks[{i}].rank", Rule(min=0, max=2**24)),
+            check_value(e["host"], str, source, f"ranks[{i}].host"),
+            check_value(e["local_rank"], int, source, f"ranks[{i}].local_rank",
+                        Rule(min=0, max=2**16))))
     ranks = sorted(e.rank for e in out)
     if ranks != list(range(len(out))):
         raise ValueError(f"{path}: ranks must be 0..{len(out) - 1}, each once")

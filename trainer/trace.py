@@ -11,10 +11,22 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 SCHEMA = "trainer-trace/1"
+
+
+def new_run_id() -> str:
+    """A fresh run id (random, not seeded: two runs of one command and seed must differ)."""
+    return uuid.uuid4().hex
+
+
+def end_record(run_id: str, steps: int) -> dict[str, Any]:
+    """The last record of a rank file: its run and how many iteration records precede it,
+    so that a reader tells a whole file from one cut at a line boundary (issue #30)."""
+    return {"type": "end", "run_id": run_id, "steps": steps}
 
 
 class Clock:

@@ -29,7 +29,7 @@ from trainer.mesh import Mesh
 from trainer.model import GPTStage
 from trainer.moe import make_reducers
 from trainer.pipeline import OneFOneB
-from trainer.trace import SCHEMA, Clock, Tracer
+from trainer.trace import SCHEMA, Clock, Tracer, end_record, new_run_id
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
@@ -103,13 +103,14 @@ class Trainer:
         if self.peak_flops is None and cuda:
             self.peak_flops = default_peak_flops(torch.cuda.get_device_name(device), cfg.dtype)
         self.iterations: list[dict[str, Any]] = []
+        self.run_id = self._agree_run_id()
         self.tracer.write_now(self.meta())
 
     # -- description ---------------------------------------------------------------------------
     def meta(self) -> dict[str, Any]:
         """The ``meta`` record (first line of every trace)."""
         c, m, par = self.mesh.coords, self.cfg.model, self.cfg.parallel
-        return {"type": "meta", "schema": SCHEMA, "rank": self.mesh.rank,
+        return {"type": "meta", "schema": SCHEMA, "run_id": self.run_id, "rank": self.mesh.rank,
                 "world_size": self.mesh.layout.world_size, "tp": par.tp, "pp": par.pp, "dp": par.dp,
                 "order": par.order, "backend": dist.get_backend() if dist.is_initialized() else None,
                 "device": str(self.device), "dtype": self.cfg.dtype,
@@ -133,6 +134,13 @@ class Trainer:
         return {"faults": {"slow_rank": f.slow_rank, "slow_factor": f.slow_factor,
                            "slow_link": list(f.slow_link) if f.slow_link else None,
                            "link_delay_us": f.link_delay_us}}
+
+    def _agree_run_id(self) -> str:
+        """Layout rank 0's fresh run id, known on every rank (one object broadcast)."""
+        box = [new_run_id()]
+        if self.mesh.world.size > 1:
+            dist.broadcast_object_list(box, src=self.mesh.to_world(0), group=self.mesh.world.pg)
+        return box[0]
 
     # -- one iteration -------------------------------------------------------------------------
     def _sync(self) -> None:
@@ -203,6 +211,7 @@ class Trainer:
             prof.stop()
             self.tracer.ranges = None
         self.tracer.write_now(window.record())
+        self.tracer.write_now(end_record(self.run_id, len(self.iterations)))
         summary = self.summary(start_step)
         if cfg.trace_dir is not None and self.mesh.rank == 0:
             Path(cfg.trace_dir, "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

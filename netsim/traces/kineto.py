@@ -36,7 +36,15 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from netsim.traces.records import RankTrace, TraceRun, check_ranks, read_trace_dir
+from netsim.traces.records import (
+    MAX_WORLD,
+    REQUIRED,
+    RankTrace,
+    TraceRun,
+    check_meta,
+    check_ranks,
+    read_trace_dir,
+)
 
 C10D_OPS = {"allreduce_": "all_reduce", "allreduce_coalesced_": "all_reduce",
             "_reduce_scatter_base_": "reduce_scatter", "reduce_scatter_": "reduce_scatter",
@@ -58,6 +66,8 @@ ELEMENT_BYTES = {"float": 4, "double": 8, "c10::BFloat16": 2, "c10::Half": 2, "B
 STEP = re.compile(r"^ProfilerStep#(\d+)$")
 COMPUTE = re.compile(r"^trainer/(forward|backward|optimizer)/([^/]+)/([^/]+)/mb([^/]+)$")
 COMM = re.compile(r"^trainer/comm/([^/]+)/([\d,]+)$")
+#: What the trainer's ``trainer_meta`` must hold: the native meta record's fields.
+TRAINER_META_KEYS = tuple(k for k in REQUIRED["meta"] if k != "schema")
 CPU_MARK = re.compile(r"^trainer/cpu/(\w+)/([^/]+)/([^/]+)/mb([^/]+)/s(\d+)/([\d.]+)$")
 
 
@@ -97,9 +107,10 @@ def run_from_docs(d: Path, docs: list[tuple[Path, dict]]) -> TraceRun:
     """The run of the trainer's ``--profile`` documents (``load_kineto_docs``)."""
     t0 = min(_first_step_ts(doc) for _, doc in docs)
     notes: list[str] = []
-    ranks = [_rank_trace(f, doc, t0, notes) for f, doc in docs]
-    ranks.sort(key=lambda r: r.meta["rank"])
-    check_ranks([str(f) for f, _ in docs], ranks, str(d))
+    pairs = sorted(((str(f), _rank_trace(f, doc, t0, notes)) for f, doc in docs),
+                   key=lambda p: p[1].meta["rank"])  # each file named beside its own rank
+    ranks = [r for _, r in pairs]
+    check_ranks([f for f, _ in pairs], ranks, str(d))
     # steps are numbered from the job's start (the trainer sets the profiler's step to its own)
     run = TraceRun(path=str(d), ranks=ranks,
                    summary={"start_step": int(ranks[0].meta.get("start_step", 0))})
@@ -159,19 +170,19 @@ def _check_doc(doc: dict, source: str) -> None:
     meta = doc.get("trainer_meta")
     if isinstance(meta, str):
         meta = doc["trainer_meta"] = parse_text(meta, "json", f"{source}: trainer_meta")
-    if meta is not None and not (isinstance(meta, dict) and {"rank", "world_size"} <= set(meta)):
+    if meta is not None and not (isinstance(meta, dict) and set(TRAINER_META_KEYS) <= set(meta)):
         raise InputError(source, "trainer_meta", meta, "an object written by the trainer's "
-                         "--profile, with rank and world_size", json.loads(
-                             '{"rank": 0, "world_size": 2}'))
-    for where, d in (("trainer_meta", meta), ("distributedInfo", doc.get("distributedInfo"))):
-        if d is None:
-            continue
-        if not isinstance(d, dict):
-            raise InputError(source, where, d, "an object", {"rank": 0, "world_size": 2})
-        for key, lo in (("rank", 0), ("world_size", 1)):
-            if key in d:
-                d[key] = check_value(d[key], int, source, f"{where}.{key}",
-                                     Rule(min=lo, max=2**24))
+                         f"--profile, with {', '.join(TRAINER_META_KEYS)}", json.loads(
+                             '{"rank": 0, "world_size": 2, "tp": 1, "pp": 1, "dp": 2}'))
+    if meta is not None:
+        check_meta(meta, source, "trainer_meta")
+    d = doc.get("distributedInfo")
+    if d is not None and not isinstance(d, dict):
+        raise InputError(source, "distributedInfo", d, "an object", {"rank": 0, "world_size": 2})
+    for key, lo in (("rank", 0), ("world_size", 1)) if d is not None else ():
+        if key in d:
+            d[key] = check_value(d[key], int, source, f"distributedInfo.{key}",
+                                 Rule(min=lo, max=MAX_WORLD))
 
 
 def _first_step_ts(doc: dict) -> float:

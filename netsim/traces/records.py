@@ -8,12 +8,14 @@ This is the only module of the calibration path that touches disk. A bad file ra
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from inputspec import InputError, check_value, read_data, read_text
 from inputspec.core import Rule
+from netsim.traces.integrity import check_complete, check_run_ids
 
 TRACE_SCHEMA = "trainer-trace/1"
 BENCH_SCHEMA = "trainer-bench/1"
@@ -38,6 +40,8 @@ class RankTrace:
     iterations: list[dict[str, Any]] = field(default_factory=list)
     host_record: dict[str, Any] | None = None
     """The trainer's ``host`` record (``trainer/hostinfo.py``), when it wrote one."""
+    end_record: dict[str, Any] | None = None
+    """The trainer's closing ``end`` record (``run_id``, ``steps``), when it wrote one."""
 
 
 @dataclass
@@ -84,9 +88,10 @@ def read_trace_dir(path: str | Path) -> TraceRun:
     ranks = [_read_rank(f) for f in files]
     check_ranks([str(f) for f in files], ranks, str(d))
     summary = _read_object(d / "summary.json", "trace summary")
+    notes = check_complete([str(f) for f in files], ranks, summary)
     host = _read_object(d / "host.json", "trace host") if (d / "host.json").exists() \
         else host_from_records(ranks)
-    return TraceRun(path=str(d), ranks=ranks, summary=summary, host=host)
+    return TraceRun(path=str(d), ranks=ranks, summary=summary, host=host, notes=notes)
 
 
 #: Types of the record fields the calibration reads (``inputspec`` annotations).
@@ -147,7 +152,8 @@ def hosts_from_records(ranks: list[RankTrace]) -> list[dict[str, Any]]:
     out = []
     for name, recs in by_host.items():
         cores = float(recs[0].get("host_cores") or 0) or None
-        used = sum(x["cpu_s"] / x["wall_s"] for x in recs if x.get("wall_s"))
+        used = sum(x["cpu_s"] / x["wall_s"] for x in recs
+                   if x.get("wall_s") and x.get("cpu_s") is not None)
         busy = [x["host_busy_cores"] for x in recs if x.get("host_busy_cores") is not None]
         other = max(0.0, float(sorted(busy)[len(busy) // 2]) - used) if busy else 0.0
         row = {"host": name, "host_cores": cores, "ranks": len(recs),
@@ -169,6 +175,7 @@ def check_ranks(files: list[str], ranks: list[RankTrace], where: str) -> None:
     file's), duplicated and missing ranks are named with their files.
     """
     ref = ranks[0].meta
+    check_run_ids(files, ranks)
     for f, r in zip(files, ranks, strict=True):
         diff = [k for k in RUN_KEYS if k in ref and r.meta.get(k) != ref[k]]
         if diff:
@@ -179,10 +186,16 @@ def check_ranks(files: list[str], ranks: list[RankTrace], where: str) -> None:
         if r.meta["rank"] in seen:
             raise ValueError(f"{f}: rank {r.meta['rank']} again (also in {seen[r.meta['rank']]})")
         seen[r.meta["rank"]] = f
-    missing = sorted(set(range(int(ref["world_size"]))) - set(seen))
-    if missing:
-        raise ValueError(f"trace {where}: missing rank(s) {missing} of a world of "
-                         f"{ref['world_size']} (have {len(seen)} files)")
+    world = int(ref["world_size"])
+    beyond = [(f, r) for r, f in seen.items() if r >= world]
+    if beyond:
+        raise ValueError(f"{beyond[0][0]}: rank {beyond[0][1]} of a world of {world}")
+    if len(seen) < world:  # bounded by the files present, not by the world claimed
+        missing = [r for r in range(min(world, len(seen) + 10)) if r not in seen][:10]
+        rest = world - len(seen) - len(missing)
+        more = f" and {rest:,} more" if rest else ""
+        raise ValueError(f"trace {where}: missing rank(s) {missing}{more} of a world of "
+                         f"{world:,} (have {len(seen)} files)")
 
 
 def _read_rank(path: Path) -> RankTrace:
@@ -207,6 +220,9 @@ def _read_rank(path: Path) -> RankTrace:
                                            Rule(min=0))
             trace.host_record = rec
             continue
+        if kind == "end" and trace is not None:
+            trace.end_record = rec
+            continue
         if kind not in REQUIRED and kind is not None:
             continue  # record types added later are ignored
         if kind is None or missing:
@@ -227,11 +243,45 @@ def _read_rank(path: Path) -> RankTrace:
 def _check_meta(meta: dict, path: Path) -> None:
     if meta["schema"] != TRACE_SCHEMA:
         raise ValueError(f"{path}: schema {meta['schema']!r}, expected {TRACE_SCHEMA!r}")
-    missing = [k for k in MODEL_KEYS if k not in meta["model"]]
-    if missing:
-        raise ValueError(f"{path}: meta.model lacks {missing}")
-    for k in MODEL_KEYS:
-        check_value(meta["model"][k], int, str(path), f"meta.model.{k}", Rule(min=1))
+    check_meta(meta, str(path), "meta")
+
+
+#: The largest world a trace may describe (2^24 ranks): two orders of magnitude above the
+#: largest training clusters built, ~10^5 GPUs (xAI Colossus, Meta's 24k-GPU RoCE clusters);
+#: a bigger claim is a corrupt file, and it would otherwise size the missing-rank check.
+MAX_WORLD = 2**24
+#: Bounds of the ``meta`` (and Kineto ``trainer_meta``) fields that size what a reader builds.
+META_RULES: dict[str, tuple[Any, Rule]] = {
+    "rank": (int, Rule(min=0, max=MAX_WORLD - 1)),
+    "world_size": (int, Rule(min=1, max=MAX_WORLD)),
+    **{k: (int, Rule(min=1, max=MAX_WORLD)) for k in ("tp", "pp", "dp", "cp", "ep")},
+    **{k: (int, Rule(min=1, max=2**40)) for k in ("micro_batches", "micro_batch_size",
+                                                   "global_batch")},
+    "model": (dict, Rule()),
+}
+
+
+def check_meta(meta: dict, source: str, where: str) -> None:
+    """The layout and model fields of a trace's meta record (``where``: its name in the file)
+    typed and bounded in place; rank within the world, the degrees' product the world. Raises
+    ``InputError`` naming ``source`` and the field."""
+    for key, (tp, r) in META_RULES.items():
+        if key in meta:
+            meta[key] = check_value(meta[key], tp, source, f"{where}.{key}", r)
+    missing = [k for k in MODEL_KEYS if k not in meta.get("model", {})]
+    if "model" in meta and missing:
+        raise InputError(source, f"{where}.model", meta["model"], f"an object with {missing}",
+                         {k: 8 for k in MODEL_KEYS})
+    for k in MODEL_KEYS if "model" in meta else ():
+        meta["model"][k] = check_value(meta["model"][k], int, source, f"{where}.model.{k}",
+                                       Rule(min=1, max=2**40))
+    world = meta.get("world_size")
+    if world is not None and meta.get("rank", 0) >= world:
+        raise InputError(source, f"{where}.rank", meta["rank"], f"a rank below world_size {world}")
+    degrees = [meta.get(k, 1) for k in ("tp", "cp", "pp", "dp")]
+    if world is not None and {"tp", "pp", "dp"} <= set(meta) and math.prod(degrees) != world:
+        raise InputError(source, f"{where}.world_size", world, f"tp x cp x pp x dp = "
+                         f"{math.prod(degrees)}", math.prod(degrees))
 
 
 def read_bench(path: str | Path) -> list[dict[str, Any]]:

@@ -482,7 +482,8 @@ def _write_trace(records: list[dict], summary: dict) -> Path:
 def _trace_roundtrip(records):
     from netsim.traces.records import read_trace_dir
 
-    run = read_trace_dir(_write_trace(records, {"steps": len(records)}))
+    steps = sum(r["type"] == "iteration" for r in records)  # summary.json's steps: iterations
+    run = read_trace_dir(_write_trace(records, {"steps": steps}))
     rank = run.ranks[0]
     again = read_trace_dir(_write_trace([rank.meta, *rank.compute, *rank.iterations],
                                         run.summary))

@@ -62,8 +62,10 @@ def test_straggler_is_named_alone(straggler_run):
     assert d.stragglers[0].slowdown > 1.5
     assert run.meta["faults"]["slow_rank"] == 5
     lines = (straggler_run / "native" / "trace-rank5.jsonl").read_text().splitlines()
-    host = json.loads(lines[-1])
+    host, end = json.loads(lines[-2]), json.loads(lines[-1])  # the end record closes the file
     assert host["type"] == "host" and host["host_cores"] >= 1 and host["ranks_per_host"] == 8
+    assert end["type"] == "end" and end["run_id"] == run.meta["run_id"] == run.summary["run_id"]
+    assert end["steps"] == len(run.ranks[5].iterations) > 0
 
 
 def test_slow_link_is_named_alone(link_run):

@@ -15,12 +15,13 @@ M, GLOBAL_BATCH = 4, 16
 
 META_KEYS = {"schema", "rank", "world_size", "tp", "pp", "dp", "order", "backend", "device",
              "dtype", "model", "micro_batches", "micro_batch_size", "global_batch", "tp_rank",
-             "pp_rank", "dp_rank", "host"}
+             "pp_rank", "dp_rank", "host", "run_id"}
 KEYS = {
     "compute": {"step", "phase", "layer", "microbatch", "start_s", "end_s", "flops"},
     "collective": {"step", "op", "kind", "group", "bytes", "dtype", "start_s", "end_s", "overlapped"},
     "iteration": {"step", "iteration_s", "loss", "tokens", "tokens_per_s", "model_flops",
                   "achieved_flops_per_s", "mfu"},
+    "end": {"run_id", "steps"},
     "host": {"host_cores", "ranks_per_host", "wall_s", "cpu_s", "host_busy_cores", "loadavg_1m"},
 }
 LAYOUTS = {"tp2_pp2_dp2": (2, 2, 2, True), "tp2": (2, 1, 1, True), "pp2_untied": (1, 2, 1, False),
@@ -146,6 +147,7 @@ def test_every_record_has_the_schema_keys(selfcheck, read_trace):
         assert KEYS[r["type"]] <= set(r), r
     its = [r for r in recs if r["type"] == "iteration"]
     assert [r["step"] for r in its] == [0, 1, 2]
+    assert recs[-1] == {"type": "end", "run_id": recs[0]["run_id"], "steps": 3}
     for r in its:
         assert r["model_flops"] == training_flops(preset("tiny"), GLOBAL_BATCH)
         assert r["tokens"] == GLOBAL_BATCH * 16
