@@ -31,15 +31,24 @@ def run_spec_files(here: Path, names: Iterable[str], out: Path, full: bool, work
                    scheduler: str | None, progress: bool = True
                    ) -> dict[str, list[sweep.PointResult]]:
     """Run (or resume) the spec ``here/NAME[_full].yaml`` of every name into ``out/NAME``;
-    return each sweep's results by name."""
+    return each sweep's results by name, in the spec's order of points (not the order they
+    finished in, which varies from run to run and would move sums in their last bit)."""
     results = {}
     for name in names:
         path = here / f"{name}{'_full' if full else ''}.yaml"
-        sweep.run_sweep(cli_sweep.load_spec(path), out / name, workers=workers,
-                        scheduler=scheduler, progress=progress, spec_text=path.read_text(),
+        spec = cli_sweep.load_spec(path)
+        sweep.run_sweep(spec, out / name, workers=workers, scheduler=scheduler,
+                        progress=progress, spec_text=path.read_text(),
                         command_point=cli_sweep.CommandPoint)
-        results[name] = sweep.read_results(out / name / sweep.RESULTS_JSONL)
+        results[name] = in_spec_order(spec, sweep.read_results(out / name / sweep.RESULTS_JSONL))
     return results
+
+
+def in_spec_order(spec: sweep.SweepSpec, results: Iterable[sweep.PointResult]
+                  ) -> list[sweep.PointResult]:
+    """``results`` sorted as their points stand in ``spec`` (points not in it last)."""
+    order = {sweep.point_key(p): i for i, p in enumerate(spec.points)}
+    return sorted(results, key=lambda r: order.get(sweep.point_key(r.point), len(order)))
 
 
 def ok_rows(results: Iterable[sweep.PointResult], study: str) -> list[dict]:
