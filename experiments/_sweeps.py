@@ -1,8 +1,8 @@
 """What the sweep-driven studies share: their command line and running their sweep specs.
 
-``experiments.ecmp_split``, ``experiments.retransmit`` and ``experiments.scale_mfu`` each keep
-their grids as sweep specs beside ``run.py`` (``NAME.yaml``, and ``NAME_full.yaml`` for
-``--full``) and run them through :mod:`sweeps` (resumable, on Dask).
+``experiments.ecmp_split``, ``experiments.retransmit``, ``experiments.scale_mfu`` and
+``experiments.cc`` each keep their grids as sweep specs beside ``run.py`` (``NAME.yaml``, and
+``NAME_full.yaml`` for ``--full``) and run them through :mod:`sweeps` (resumable, on Dask).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import argparse
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+import yaml
 
 import sweeps as sweep
 from tuner.cli import sweep as cli_sweep
@@ -28,20 +30,31 @@ def study_parser(doc: str, full_help: str) -> argparse.ArgumentParser:
 
 
 def run_spec_files(here: Path, names: Iterable[str], out: Path, full: bool, workers: int | None,
-                   scheduler: str | None, progress: bool = True
-                   ) -> dict[str, list[sweep.PointResult]]:
-    """Run (or resume) the spec ``here/NAME[_full].yaml`` of every name into ``out/NAME``;
-    return each sweep's results by name, in the spec's order of points (not the order they
-    finished in, which varies from run to run and would move sums in their last bit)."""
+                   scheduler: str | None, progress: bool = True, size: str | None = None,
+                   extra_args: dict | None = None) -> dict[str, list[sweep.PointResult]]:
+    """Run (or resume) the spec ``here/NAME[_full].yaml`` (``NAME_SIZE.yaml`` when ``size``) of
+    every name into ``out/NAME``, with ``extra_args`` added to its fixed arguments; return each
+    sweep's results by name, in the spec's order of points (not the order they finished in,
+    which varies from run to run and would move sums in their last bit)."""
+    suffix = f"_{size}" if size else ("_full" if full else "")
     results = {}
     for name in names:
-        path = here / f"{name}{'_full' if full else ''}.yaml"
-        spec = cli_sweep.load_spec(path)
+        spec, text = load_study_spec(here / f"{name}{suffix}.yaml", extra_args)
         sweep.run_sweep(spec, out / name, workers=workers, scheduler=scheduler,
-                        progress=progress, spec_text=path.read_text(),
-                        command_point=cli_sweep.CommandPoint)
+                        progress=progress, spec_text=text, command_point=cli_sweep.CommandPoint)
         results[name] = in_spec_order(spec, sweep.read_results(out / name / sweep.RESULTS_JSONL))
     return results
+
+
+def load_study_spec(path: Path, extra_args: dict | None = None) -> tuple[sweep.SweepSpec, str]:
+    """The spec at ``path`` with ``extra_args`` merged into its ``args``, and its text (what a
+    resumed run must match)."""
+    text = path.read_text()
+    if not extra_args:
+        return cli_sweep.load_spec(path), text
+    raw = yaml.safe_load(text)
+    raw["args"] = {**(raw.get("args") or {}), **extra_args}
+    return cli_sweep.parse_spec(raw, str(path)), yaml.safe_dump(raw, sort_keys=False)
 
 
 def in_spec_order(spec: sweep.SweepSpec, results: Iterable[sweep.PointResult]

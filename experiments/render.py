@@ -42,11 +42,15 @@ def marker_names(text: str) -> set[str]:
     return set(blocks) | set(inline)
 
 
-def render_text(text: str, values: Mapping[str, str], prefix: str = "") -> str:
-    """Fill every marker of ``values`` in ``text``. Each name of ``values`` must be marked in
-    ``text`` unless absent altogether from it; a marker under ``prefix`` without a value is an
+def render_text(text: str, values: Mapping[str, str], prefix: str = "",
+                strict: bool = False) -> str:
+    """Fill every marker of ``values`` in ``text``. A name of ``values`` not marked in ``text``
+    is skipped (an error when ``strict``); a marker under ``prefix`` without a value is an
     error (a number left typed)."""
     names = marker_names(text)
+    unmarked = sorted(set(values) - names)
+    if strict and unmarked:
+        raise ValueError(f"no markers for {', '.join(unmarked)}")
     missing = sorted(n for n in names if n.startswith(prefix) and prefix and n not in values)
     if missing:
         raise ValueError(f"markers without a rendered value: {', '.join(missing)}")
@@ -61,10 +65,14 @@ def render_text(text: str, values: Mapping[str, str], prefix: str = "") -> str:
     return text
 
 
-def render_file(path: Path, values: Mapping[str, str], prefix: str = "") -> bool:
+def render_file(path: Path, values: Mapping[str, str], prefix: str = "",
+                strict: bool = False) -> bool:
     """:func:`render_text` on the file at ``path``; True when its text changed."""
     old = path.read_text()
-    new = render_text(old, values, prefix)
+    try:
+        new = render_text(old, values, prefix, strict)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from e
     if new != old:
         path.write_text(new)
     return new != old

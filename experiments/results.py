@@ -4,7 +4,7 @@
     python -m experiments.results --render        # only re-render the docs from results/
     python -m experiments.results --check         # rerun at CI size, compare (exit 1 on a change)
 
-``make results`` runs it. Each study runs through its ``run.py`` into a work folder
+``make results`` runs it. Each study (but the ``manual`` ones, which run only when named) runs through its ``run.py`` into a work folder
 (``out/results/NAME``; ``out/results-ci/NAME`` at the CI size): the sweep studies resume there
 when interrupted (run the same command again); ``--fresh`` empties it first, which is what a
 code change needs. The files the study commits are then copied into
@@ -88,14 +88,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="rerun at the CI size into out/results-check and compare")
     args = p.parse_args(argv)
     try:
-        chosen = [registry.get(n) for n in args.study] or list(registry.STUDIES)
+        named = [registry.get(n) for n in args.study]
     except ValueError as e:
         print(f"experiments.results: {e}", file=sys.stderr)
         return 2
+    rerun = named or [s for s in registry.STUDIES if not s.manual]
     if args.check:
-        return _check_all(chosen, args.workers)
-    for study in chosen:
-        if not args.render:
+        return _check_all(rerun, args.workers)
+    for study in named or registry.STUDIES:
+        if not args.render and study in rerun:
             regenerate(study, not args.no_ci, args.fresh, args.workers)
         for path in render_study(study):
             print(f"rendered {path.relative_to(registry.ROOT)}", file=sys.stderr)

@@ -39,6 +39,11 @@ class Study:
     docs: tuple[str, ...] = ("README.md",)
     #: whether run.py takes ``--workers``/``--scheduler`` (the sweep runner)
     sweeps: bool = True
+    #: where the results sit under the study's folder ("" = the folder itself)
+    results_subdir: str = "results"
+    #: why neither ``make results`` nor CI reruns the study ("" = they do); it then runs only
+    #: when named (``make results STUDY=NAME``) and CI checks only its rendered numbers
+    manual: str = ""
 
     @property
     def module(self) -> str:
@@ -53,7 +58,7 @@ class Study:
         return root / "experiments" / self.name
 
     def results_dir(self, root: Path = ROOT) -> Path:
-        return self.folder(root) / "results"
+        return self.folder(root) / self.results_subdir
 
     def ci_dir(self, root: Path = ROOT) -> Path:
         """Where the committed CI-size results live."""
@@ -79,7 +84,13 @@ STUDIES: tuple[Study, ...] = (
           docs=("README.md", EXPERIMENTS_DOC)),
     Study("ecmp_split",
           ("summary.csv", "iteration.csv", "slowdown_vs_qps.png", "connection_cdf.png",
-           "iteration_cost.png")),
+           "iteration_cost.png"),
+          render="experiments.ecmp_split.render:values", docs=("README.md", EXPERIMENTS_DOC)),
+    Study("cc", ("cc.csv", "summary.csv", "cc.png"), ignore=("wall_s",),
+          render="experiments.cc.render:values", docs=("README.md", EXPERIMENTS_DOC)),
+    Study("diagnose", ("kineto_heldout.json",), results_subdir="", sweeps=False,
+          manual="real multi-process trainer runs timed on a shared host (hours; README)",
+          render="experiments.diagnose.render:values", docs=("README.md", EXPERIMENTS_DOC)),
 )
 
 

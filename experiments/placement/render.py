@@ -8,9 +8,9 @@ import csv
 import sys
 from pathlib import Path
 
+from experiments.render import render_file
+
 HERE = Path(__file__).resolve().parent
-REPLAY = ("<!-- default-replay:begin -->", "<!-- default-replay:end -->")
-PART1 = ("<!-- default-part1:begin -->", "<!-- default-part1:end -->")
 
 
 def _rows(path: Path) -> list[dict]:
@@ -37,19 +37,14 @@ def part1_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def between(text: str, marks: tuple[str, str], body: str) -> str:
-    begin, end = marks
-    if begin not in text or end not in text:
-        raise ValueError(f"no {begin} ... {end} markers")
-    head, rest = text.split(begin, 1)
-    return f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}"
+def values(results: Path) -> dict[str, str]:
+    """The default run's tables by marker name, from the CSVs in ``results``."""
+    return {"default-replay": replay_table(_rows(results / "replay.csv")),
+            "default-part1": part1_table(_rows(results / "placement.csv"))}
 
 
 def render(readme: Path, results: Path) -> None:
-    text = readme.read_text()
-    text = between(text, REPLAY, replay_table(_rows(results / "replay.csv")))
-    text = between(text, PART1, part1_table(_rows(results / "placement.csv")))
-    readme.write_text(text)
+    render_file(readme, values(results), strict=True)
 
 
 if __name__ == "__main__":
