@@ -88,6 +88,8 @@ STUDIES: tuple[Study, ...] = (
           render="experiments.ecmp_split.render:values", docs=("README.md", EXPERIMENTS_DOC)),
     Study("cc", ("cc.csv", "summary.csv", "cc.png"), ignore=("wall_s",),
           render="experiments.cc.render:values", docs=("README.md", EXPERIMENTS_DOC)),
+    Study("placement", ("placement.csv", "replay.csv", "placement.png"), ci_args=("--tiny",),
+          render="experiments.placement.render:values"),
     Study("diagnose", ("kineto_heldout.json",), results_subdir="", sweeps=False,
           manual="real multi-process trainer runs timed on a shared host (hours; README)",
           render="experiments.diagnose.render:values", docs=("README.md", EXPERIMENTS_DOC)),
