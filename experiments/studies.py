@@ -44,10 +44,16 @@ class Study:
     #: why neither ``make results`` nor CI reruns the study ("" = they do); it then runs only
     #: when named (``make results STUDY=NAME``) and CI checks only its rendered numbers
     manual: str = ""
+    #: the module under the study's package that writes the results (``run`` by default)
+    entry: str = "run"
+    #: the flag of that module that names the output folder
+    out_flag: str = "-o"
+    #: arguments of every run (before the CI-size ones)
+    args: tuple[str, ...] = ()
 
     @property
     def module(self) -> str:
-        return f"experiments.{self.name}.run"
+        return f"experiments.{self.name}.{self.entry}"
 
     @property
     def csvs(self) -> tuple[str, ...]:
@@ -69,7 +75,7 @@ class Study:
 
     def argv(self, out: Path, ci: bool = False, workers: int | None = None) -> list[str]:
         """The command line of ``run.py`` into ``out`` (at the CI size when ``ci``)."""
-        argv = ["-o", str(out)]
+        argv = [self.out_flag, str(out), *self.args]
         if ci and self.ci_args:
             argv += list(self.ci_args)
         if workers is not None and self.sweeps:
@@ -90,6 +96,17 @@ STUDIES: tuple[Study, ...] = (
           render="experiments.cc.render:values", docs=("README.md", EXPERIMENTS_DOC)),
     Study("placement", ("placement.csv", "replay.csv", "placement.png"), ci_args=("--tiny",),
           render="experiments.placement.render:values"),
+    Study("published", ("published.csv", "modern.csv", "published.png"), entry="results",
+          sweeps=False, render="experiments.published.render:values",
+          docs=("README.md", EXPERIMENTS_DOC)),
+    Study("heldout_accuracy", ("heldout.csv", "calibration.json", "heldout.png"),
+          sweeps=False, out_flag="--results", args=("--repeats", "1"),
+          manual="real 8-rank trainer runs timed on a shared host (minutes each; README)",
+          render="experiments.heldout_accuracy.render:values",
+          docs=("README.md", EXPERIMENTS_DOC)),
+    Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,
+          manual="three netsim recommend runs as subprocesses, not yet on the sweep runner",
+          render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),
     Study("diagnose", ("kineto_heldout.json",), results_subdir="", sweeps=False,
           manual="real multi-process trainer runs timed on a shared host (hours; README)",
           render="experiments.diagnose.render:values", docs=("README.md", EXPERIMENTS_DOC)),
