@@ -74,8 +74,21 @@ def in_spec_order(spec: sweep.SweepSpec, results: Iterable[sweep.PointResult]
 
 def ok_rows(results: Iterable[sweep.PointResult], study: str) -> list[dict]:
     """Flat rows (point + output) of the points that succeeded; failures go to stderr."""
-    results = list(results)
+    return [{**r.args, **r.output} for r in ok_results(results, study)]
+
+
+def ok_outputs(results: Iterable[sweep.PointResult], study: str) -> list[dict]:
+    """The outputs of the points that succeeded (for points whose output names them);
+    failures go to stderr."""
+    return [r.output for r in ok_results(results, study)]
+
+
+def ok_results(results: Iterable[sweep.PointResult], study: str) -> list[sweep.PointResult]:
+    """The results that succeeded; one line on stderr for each that failed."""
+    out = []
     for r in results:
-        if not r.ok:
+        if r.ok:
+            out.append(r)
+        else:
             print(f"{study}: point {r.point} failed: {r.error}", file=sys.stderr)
-    return [{**r.args, **r.output} for r in results if r.ok]
+    return out

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments._output import parse_study_args
-from experiments._sweeps import ok_rows, run_spec_files, study_parser
+from experiments._sweeps import ok_outputs, run_spec_files, study_parser
 
 HERE = Path(__file__).resolve().parent
 ALGORITHMS = ("dcqcn", "swift", "hybrid")
@@ -45,8 +45,7 @@ def run_study(out: Path | None = None, full: bool = False, tiny: bool = False,
     extra = {"dcqcn_params": dcqcn_params} if dcqcn_params else None
     res = run_spec_files(HERE, ["cc"], out, full, workers, scheduler, progress,
                          size="tiny" if tiny else None, extra_args=extra)["cc"]
-    ok_rows(res, "cc")  # the failed points, on stderr
-    return [r.output for r in res if r.ok]  # the output names its pattern, CC and seed
+    return ok_outputs(res, "cc")  # each output names its pattern, CC and seed
 
 
 def summarize(rows: list[dict]) -> list[dict]:
