@@ -96,6 +96,8 @@ STUDIES: tuple[Study, ...] = (
           render="experiments.cc.render:values", docs=("README.md", EXPERIMENTS_DOC)),
     Study("placement", ("placement.csv", "replay.csv", "placement.png"), ci_args=("--tiny",),
           render="experiments.placement.render:values"),
+    Study("settings_check", ("compare.csv", "compare.md"), sweeps=False,
+          render="experiments.settings_check.render:values", docs=("docs/recommend.md",)),
     Study("published", ("published.csv", "modern.csv", "published.png"), entry="results",
           sweeps=False, render="experiments.published.render:values",
           docs=("README.md", EXPERIMENTS_DOC)),
