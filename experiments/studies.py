@@ -112,7 +112,9 @@ STUDIES: tuple[Study, ...] = (
     Study("dcqcn_fairness", ("seeds.csv", "pair.csv"), sweeps=False,
           manual="six 200 MB packet-engine permutations, not yet on the sweep runner",
           render="experiments.dcqcn_fairness.run:values", docs=("docs/validation.md",)),
-    Study("diagnose", ("kineto_heldout.json",), results_subdir="", sweeps=False,
+    # results.csv: seeds 1-2 of --full; kineto_heldout.json (rendered) is the printout of
+    # python -m experiments.diagnose.kineto_heldout --json, kept beside it
+    Study("diagnose", ("results.csv",), results_subdir="", args=("--full", "--seeds", "1,2"),
           manual="real multi-process trainer runs timed on a shared host (hours; README)",
           render="experiments.diagnose.render:values", docs=("README.md", EXPERIMENTS_DOC)),
 )
