@@ -107,7 +107,8 @@ STUDIES: tuple[Study, ...] = (
           render="experiments.heldout_accuracy.render:values",
           docs=("README.md", EXPERIMENTS_DOC)),
     Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,
-          manual="three netsim recommend runs as subprocesses, not yet on the sweep runner",
+          manual="three netsim recommend runs with their CC search (packet engine, paired "
+                 "seeds): not timed on this host, so not yet in CI",
           render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),
     Study("dcqcn_fairness", ("seeds.csv", "pair.csv"), sweeps=False,
           manual="six 200 MB packet-engine permutations, not yet on the sweep runner",
