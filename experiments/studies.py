@@ -110,8 +110,8 @@ STUDIES: tuple[Study, ...] = (
           manual="three netsim recommend runs with their CC search (packet engine, paired "
                  "seeds): not timed on this host, so not yet in CI",
           render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),
-    Study("dcqcn_fairness", ("seeds.csv", "pair.csv"), sweeps=False,
-          manual="six 200 MB packet-engine permutations, not yet on the sweep runner",
+    Study("dcqcn_fairness", ("seeds.csv", "pair.csv"),
+          manual="six 200 MB packet-engine permutations: not timed on this host, not yet in CI",
           render="experiments.dcqcn_fairness.run:values", docs=("docs/validation.md",)),
     # results.csv: seeds 1-2 of --full; kineto_heldout.json (rendered) is the printout of
     # python -m experiments.diagnose.kineto_heldout --json, kept beside it
