@@ -96,7 +96,7 @@ STUDIES: tuple[Study, ...] = (
           render="experiments.cc.render:values", docs=("README.md", EXPERIMENTS_DOC)),
     Study("placement", ("placement.csv", "replay.csv", "placement.png"), ci_args=("--tiny",),
           render="experiments.placement.render:values"),
-    Study("settings_check", ("compare.csv", "compare.md"), sweeps=False,
+    Study("settings_check", ("compare.csv", "compare.md"),
           render="experiments.settings_check.render:values", docs=("docs/recommend.md",)),
     Study("published", ("published.csv", "modern.csv", "published.png"), entry="results",
           sweeps=False, render="experiments.published.render:values",
@@ -110,8 +110,7 @@ STUDIES: tuple[Study, ...] = (
           manual="three netsim recommend runs with their CC search (packet engine, paired "
                  "seeds): not timed on this host, so not yet in CI",
           render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),
-    Study("dcqcn_fairness", ("seeds.csv", "pair.csv"),
-          manual="six 200 MB packet-engine permutations: not timed on this host, not yet in CI",
+    Study("dcqcn_fairness", ("seeds.csv", "pair.csv"), ci_args=("--seeds", "2"),
           render="experiments.dcqcn_fairness.run:values", docs=("docs/validation.md",)),
     # results.csv: seeds 1-2 of --full; kineto_heldout.json (rendered) is the printout of
     # python -m experiments.diagnose.kineto_heldout --json, kept beside it

@@ -48,7 +48,7 @@ def seed_point(seed: int) -> dict:
         "worst_group_packet_gbps": " ".join(f"{r['window_packet_gbps'][i]:.1f}" for i in worst),
         "worst_group_model_gbps": " ".join(f"{r['window_flow_gbps'][i]:.1f}" for i in worst),
     }
-    return {"row": row, "pair": pair_rows(row, (r, run)) if int(seed) == 0 else []}
+    return {"row": row, "pair": pair_rows(row, run) if int(seed) == 0 else []}
 
 
 def run_seeds(out: Path, seeds: int, workers: int | None = None, scheduler: str | None = None
