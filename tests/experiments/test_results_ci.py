@@ -95,3 +95,15 @@ def test_a_change_that_moves_a_result_fails_the_comparison(tmp_path, monkeypatch
     diffs = results.check(studies.get("retransmit"), tmp_path / "moved", workers=0, root=SRC)
     assert any("packet_stall_s" in d for d in diffs), diffs
     shutil.rmtree(tmp_path / "moved")
+
+
+def test_sweep_results_are_read_in_the_spec_order_not_the_finishing_order() -> None:
+    """Dask finishes points in any order; a study's sums over them must not depend on it."""
+    import sweeps
+    from experiments._sweeps import in_spec_order
+    from tuner.cli.sweep import parse_spec
+
+    spec = parse_spec({"command": "experiments.cc.study:pattern_point",
+                       "grid": {"seed": [1, 2, 3], "cc": ["dcqcn", "swift"]}})
+    finished = [sweeps.PointResult(p, p, "ok", None, {}, 0.0) for p in reversed(spec.points)]
+    assert [r.point for r in in_spec_order(spec, finished)] == spec.points
