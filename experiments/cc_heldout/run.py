@@ -5,12 +5,16 @@ JSON, every CC setting the search took to all seeds: its in-sample effect per sc
 the in-sample best, its held-out effect, with 90% intervals. Writes ``DIR/cc_heldout.csv`` (a row
 per setting x scenario), ``DIR/table.md`` (the table docs/recommend.md shows) and
 ``DIR/cc_heldout.png``. Small (default): the three fabrics at recommend's defaults; ``--full``:
-10 paired seeds per scenario instead of 5 (``--cc-samples``). See README.md beside this file.
+10 paired seeds per scenario instead of 5 (``--cc-samples``). Each fabric is a point of the sweep
+runner (``DIR/sweep/results.jsonl``): an interrupted run resumes with the fabrics not yet done;
+``--workers`` goes to recommend, which runs its own search on Dask. See README.md beside this
+file.
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import subprocess
 import sys
@@ -139,14 +143,27 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def run(out: Path, full: bool = False, cases=CASES, extra: list[str] = ()) -> list[dict]:
-    """Every case through recommend; the CSV, table and figure in *out*."""
-    out.mkdir(parents=True, exist_ok=True)
-    extra = list(extra) + (["--cc-samples", "10"] if full else [])
-    rows = []
+def case_point(point: dict, extra: tuple[str, ...] = ()) -> dict:
+    """One sweep point: recommend on case ``point["case"]`` of ``CASES`` (10 paired seeds when
+    ``point["full"]``); its rows."""
+    fabric, label, job = CASES[int(point["case"])]
+    args = list(extra) + (["--cc-samples", "10"] if point["full"] else [])
     with tempfile.TemporaryDirectory() as tmp:  # recommend's own files are not this study's
-        for i, (fabric, label, job) in enumerate(cases):
-            rows += rows_of(label, recommend_cc(fabric, job, Path(tmp) / f"r{i}", extra))
+        return {"rows": rows_of(label, recommend_cc(fabric, job, Path(tmp), args))}
+
+
+def run(out: Path, full: bool = False, cases=CASES, extra: list[str] = ()) -> list[dict]:
+    """Every case through recommend, a point each of :func:`sweeps.run_points` (resumed from
+    ``out/sweep``; recommend itself takes ``extra``, e.g. its ``--workers``); the CSV, table
+    and figure in *out*."""
+    from experiments._sweeps import ok_outputs
+    from sweeps import run_points
+
+    out.mkdir(parents=True, exist_ok=True)
+    points = [{"case": CASES.index(c), "full": full} for c in cases]
+    fn = functools.partial(case_point, extra=tuple(extra))
+    res = run_points(fn, points, out_dir=out / "sweep", workers=0, progress=False)
+    rows = [r for o in ok_outputs(res, "cc_heldout") for r in o["rows"]]
     write_csv(rows, out / "cc_heldout.csv")
     (out / "table.md").write_text(table(rows, cases))
     plot(rows, out / "cc_heldout.png")

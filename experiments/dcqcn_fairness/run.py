@@ -6,12 +6,12 @@ engine runs it with ``--seeds`` packet seeds (each seed also draws the ECMP hash
 that collide differ), and :func:`netsim.flow.crosscheck.group_compare` compares the model per
 flow, per bottleneck group and on the converged window. Writes ``DIR/seeds.csv`` (one row per
 seed), ``DIR/pair.csv`` (seed 0's worst group in 2 ms windows) and, with ``--doc FILE``, renders
-both into FILE between the ``dcqcn-fairness`` markers (docs/validation.md).
+both into FILE between the ``dcqcn-fairness`` markers (docs/validation.md). Every seed is a
+point of the sweep runner (``DIR/sweep``): resumable, on Dask (``--workers``, ``--scheduler``).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import time
 from pathlib import Path
@@ -19,36 +19,52 @@ from pathlib import Path
 import numpy as np
 
 from experiments._output import parse_study_args, write_csv
+from experiments._sweeps import ok_outputs, study_parser
+from experiments.render import render_file
 from netsim.flow.crosscheck import group_compare, run_packet, scenarios, window_gbps
 from netsim.flow.sharing import SharingModel
 
 LONG_BYTES = 200_000_000
 WINDOW_NS = 2_000_000
-BEGIN, END = "<!-- dcqcn-fairness:begin -->", "<!-- dcqcn-fairness:end -->"
+MARKER = "dcqcn-fairness"  # <!-- dcqcn-fairness:begin --> ... :end --> in docs/validation.md
 
 
-def seed_rows(seeds: int) -> tuple[list[dict], list]:
-    """One row per packet seed; the packet runs, for :func:`pair_rows`."""
+def seed_point(seed: int) -> dict:
+    """One sweep point: the packet run of one seed against the model; ``row`` (a row of
+    ``seeds.csv``) and, for seed 0, ``pair`` (the rows of ``pair.csv``)."""
     scn = {s.name: s for s in scenarios(LONG_BYTES)}["permutation"]
-    rows, runs = [], []
-    for seed in range(seeds):
-        run = run_packet(scn, "dcqcn", seed)
-        r = group_compare(scn, SharingModel("dcqcn"), run)
-        runs.append((r, run))
-        worst = max(r["groups"], key=lambda g: _floor(np.array(r["window_packet_gbps"]), g))
-        rows.append({
-            "seed": seed, "flows": len(r["packet_gbps"]), "groups": len(r["groups"]),
-            "window_start_ms": r["window_ns"][0] / 1e6, "window_end_ms": r["window_ns"][1] / 1e6,
-            "max_abs_err": r["max_abs_err"], "window_max_abs_err": r["window_max_abs_err"],
-            "mean_ratio": r["mean_ratio"], "group_err": r["group_err"],
-            "window_group_err": r["window_group_err"], "symmetric_floor": r["symmetric_floor"],
-            "floor_first_half": r["half_floors"][0], "floor_second_half": r["half_floors"][1],
-            "min_group_jain": r["min_group_jain"],
-            "worst_group": " ".join(map(str, worst)),
-            "worst_group_packet_gbps": " ".join(f"{r['window_packet_gbps'][i]:.1f}" for i in worst),
-            "worst_group_model_gbps": " ".join(f"{r['window_flow_gbps'][i]:.1f}" for i in worst),
-        })
-    return rows, runs
+    run = run_packet(scn, "dcqcn", int(seed))
+    r = group_compare(scn, SharingModel("dcqcn"), run)
+    worst = max(r["groups"], key=lambda g: _floor(np.array(r["window_packet_gbps"]), g))
+    row = {
+        "seed": int(seed), "flows": len(r["packet_gbps"]), "groups": len(r["groups"]),
+        "window_start_ms": r["window_ns"][0] / 1e6, "window_end_ms": r["window_ns"][1] / 1e6,
+        "max_abs_err": r["max_abs_err"], "window_max_abs_err": r["window_max_abs_err"],
+        "mean_ratio": r["mean_ratio"], "group_err": r["group_err"],
+        "window_group_err": r["window_group_err"], "symmetric_floor": r["symmetric_floor"],
+        "floor_first_half": r["half_floors"][0], "floor_second_half": r["half_floors"][1],
+        "min_group_jain": r["min_group_jain"],
+        "worst_group": " ".join(map(str, worst)),
+        "worst_group_packet_gbps": " ".join(f"{r['window_packet_gbps'][i]:.1f}" for i in worst),
+        "worst_group_model_gbps": " ".join(f"{r['window_flow_gbps'][i]:.1f}" for i in worst),
+    }
+    return {"row": row, "pair": pair_rows(row, run) if int(seed) == 0 else []}
+
+
+def run_seeds(out: Path, seeds: int, workers: int | None = None, scheduler: str | None = None
+              ) -> tuple[list[dict], list[dict]]:
+    """Every seed a point of :func:`sweeps.run_points` (resumed from ``out/sweep``); the rows
+    of ``seeds.csv`` and ``pair.csv``."""
+    from sweeps import run_points
+
+    res = run_points(_point, [{"seed": k} for k in range(seeds)], out_dir=out / "sweep",
+                     workers=workers, scheduler=scheduler)
+    outs = ok_outputs(res, "dcqcn_fairness")
+    return [o["row"] for o in outs], [p for o in outs for p in o["pair"]]
+
+
+def _point(point: dict) -> dict:
+    return seed_point(point["seed"])
 
 
 def _floor(rates: np.ndarray, g: list[int]) -> float:
@@ -94,9 +110,12 @@ def render(seeds: list[dict], pair: list[dict]) -> str:
 
 def write_doc(doc: Path, text: str) -> None:
     """Replace what lies between the markers of ``doc`` with ``text``."""
-    body = doc.read_text()
-    i, j = body.index(BEGIN) + len(BEGIN), body.index(END)
-    doc.write_text(body[:i] + "\n" + text + "\n" + body[j:])
+    render_file(doc, {MARKER: text}, strict=True)
+
+
+def values(results: Path) -> dict[str, str]:
+    """The tables by marker name, from the CSVs in ``results`` (the study's renderer)."""
+    return {MARKER: render(_read(results / "seeds.csv"), _read(results / "pair.csv"))}
 
 
 def _read(path: Path) -> list[dict]:
@@ -105,15 +124,14 @@ def _read(path: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("-o", "--out", type=Path, required=True, help="folder for the CSVs")
+    p = study_parser(__doc__, "(the default run is the study's size)")
     p.add_argument("--seeds", type=int, default=6, help="packet seeds 0..N-1")
     p.add_argument("--doc", type=Path, help="render the CSVs into this file's markers")
     args = parse_study_args(p, argv)
     t0 = time.time()
-    rows, runs = seed_rows(args.seeds)
+    rows, pair = run_seeds(args.out, args.seeds, args.workers, args.scheduler)
     write_csv(args.out / "seeds.csv", rows)
-    write_csv(args.out / "pair.csv", pair_rows(rows[0], runs[0][1]))
+    write_csv(args.out / "pair.csv", pair)
     print(f"{args.seeds} seeds in {time.time() - t0:.0f} s; wrote {args.out}/seeds.csv, pair.csv")
     if args.doc:
         write_doc(args.doc, render(_read(args.out / "seeds.csv"), _read(args.out / "pair.csv")))

@@ -4,7 +4,8 @@ Runs what an operator runs: ``netsim recommend ... -o DIR`` for a small job, the
 ``netsim simulate --level packet`` on traffic the recommendation never saw, once with the
 defaults and once with ``--settings DIR``, for each scenario and seed. Writes to OUT
 ``compare.csv`` (one row per run) and ``compare.md`` (the table the doc shows, rendered from the
-CSV by :func:`render_table`)::
+CSV by :func:`render_table`). The 18 simulate runs are points of the sweep runner
+(``OUT/sweep``): an interrupted run resumes, ``--workers N`` spreads them over Dask::
 
     python -m experiments.settings_check.run -o experiments/settings_check/results
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import functools
 import io
 import json
 from pathlib import Path
@@ -65,12 +67,24 @@ def simulate_row(scenario: str, seed: int, variant: str, settings: Path) -> dict
             "qps_per_flow": max(f["qps"] for f in flows)}
 
 
-def run_study(out: Path) -> list[dict]:
-    """Recommend into OUT/reco, then every scenario x seed with and without the settings."""
+def run_study(out: Path, workers: int | None = 0, scheduler: str | None = None) -> list[dict]:
+    """Recommend into OUT/reco (kept once written), then every scenario x seed x variant as a
+    point of :func:`sweeps.run_points` (resumed from OUT/sweep)."""
+    from experiments._sweeps import ok_outputs
+    from sweeps import run_points
+
     reco = out / "reco"
-    _netsim(RECOMMEND + ["-o", str(reco)])
-    return [simulate_row(sc, seed, v, reco) for sc in SCENARIOS for seed in SEEDS
-            for v in VARIANTS]
+    if not (reco / "manifest.json").exists():
+        _netsim(RECOMMEND + ["-o", str(reco)])
+    points = [{"scenario": sc, "seed": seed, "variant": v} for sc in SCENARIOS for seed in SEEDS
+              for v in VARIANTS]
+    res = run_points(functools.partial(_point, settings=str(reco)), points,
+                     out_dir=out / "sweep", workers=workers, scheduler=scheduler)
+    return ok_outputs(res, "settings_check")
+
+
+def _point(point: dict, settings: str) -> dict:
+    return simulate_row(point["scenario"], point["seed"], point["variant"], Path(settings))
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -99,9 +113,13 @@ def render_table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("-o", "--output", type=Path, required=True, help="output directory")
+    p.add_argument("--workers", type=int, default=0,
+                   help="local Dask workers for the simulate runs (0, the default: in this "
+                        "process)")
+    p.add_argument("--scheduler", default=None, help="tcp://HOST:PORT of a Dask cluster")
     args = p.parse_args(argv)
     args.output.mkdir(parents=True, exist_ok=True)
-    write_csv(run_study(args.output), args.output / "compare.csv")
+    write_csv(run_study(args.output, args.workers, args.scheduler), args.output / "compare.csv")
     (args.output / "compare.md").write_text(render_table(read_csv(args.output / "compare.csv")))
     print(f"wrote compare.csv, compare.md and reco/ to {args.output}")
     return 0

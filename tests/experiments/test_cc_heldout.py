@@ -28,3 +28,19 @@ def test_the_issues_setting_is_shown_refused_with_its_held_out_loss() -> None:
     # wholly above the pause margin
     assert any(float(r["goodput_ratio_hi"]) < 0.98 or float(r["pause_ratio_lo"]) > 1.10
                for r in held)
+
+
+def test_each_fabric_is_a_sweep_point_that_resumes(tmp_path, monkeypatch) -> None:
+    from experiments.cc_heldout import run
+
+    calls = []
+
+    def fake(fabric, job, out, extra):
+        calls.append(fabric)
+        return {"scenarios": [], "status": "no congestion point"}
+
+    monkeypatch.setattr(run, "recommend_cc", fake)
+    rows = run.run(tmp_path, cases=run.CASES[:2])
+    assert [r["decision"] for r in rows] == ["no congestion point"] * 2 and len(calls) == 2
+    assert (tmp_path / "sweep" / "results.jsonl").exists()
+    assert run.run(tmp_path, cases=run.CASES[:2]) == rows and len(calls) == 2  # resumed
