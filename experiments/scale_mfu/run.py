@@ -2,7 +2,9 @@
 
 Sweeps ``overlaps.yaml`` and ``network.yaml`` (``*_full.yaml`` with ``--full``: eight scales)
 through ``sweeps``, resumable into ``DIR/overlaps`` and ``DIR/network``; writes
-``DIR/mfu.csv`` and the figures. See README.md beside this file.
+``DIR/mfu_*.csv``, ``DIR/megascale_tables.csv``, ``DIR/megascale_table3_steps.csv`` and the
+figures; ``python -m experiments.scale_mfu.render`` puts their numbers in README.md beside
+this file.
 """
 
 from __future__ import annotations
@@ -107,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     tables = compare()
     write_csv(args.out / "megascale_tables.csv", tables)
     plot_tables(tables, args.out / "megascale_tables.png")
+    from experiments.scale_mfu.table3_steps import step_rows
+
+    write_csv(args.out / "megascale_table3_steps.csv", step_rows())
     from tuner.cli._output import format_table
 
     for name in SPECS:
