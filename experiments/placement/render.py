@@ -8,6 +8,8 @@ import csv
 import sys
 from pathlib import Path
 
+from experiments._render import between
+
 HERE = Path(__file__).resolve().parent
 REPLAY = ("<!-- default-replay:begin -->", "<!-- default-replay:end -->")
 PART1 = ("<!-- default-part1:begin -->", "<!-- default-part1:end -->")
@@ -35,14 +37,6 @@ def part1_table(rows: list[dict]) -> str:
         out.append(f"| {r['oversubscription']} | {int(r['gpus']):,} | {r['policy']} | "
                    f"{float(r['slowdown']):.4f} | {float(r['cross_tor_GB']):,.1f} |")
     return "\n".join(out)
-
-
-def between(text: str, marks: tuple[str, str], body: str) -> str:
-    begin, end = marks
-    if begin not in text or end not in text:
-        raise ValueError(f"no {begin} ... {end} markers")
-    head, rest = text.split(begin, 1)
-    return f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}"
 
 
 def render(readme: Path, results: Path) -> None:

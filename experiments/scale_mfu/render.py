@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from experiments.placement.render import between
+from experiments._render import render_blocks
 
 HERE = Path(__file__).resolve().parent
 OVERLAPS = ("none", "dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "all")
@@ -31,6 +31,11 @@ def _rows(path: Path) -> list[dict]:
 
 def _pct(x) -> str:
     return f"{100 * float(x):.1f}%"
+
+
+def _pts(x) -> str:
+    """Signed points to a tenth, never ``-0.0``."""
+    return f"{round(float(x), 1) + 0.0:+.1f}"
 
 
 def _mfu(rows: list[dict], gpus, overlap: str, network: str = "base") -> float:
@@ -97,7 +102,7 @@ def network_table(rows: list[dict]) -> str:
             cells = []
             for ov in ("none", "all"):
                 m = _mfu(rows, g, ov, net)
-                cells += [_pct(m), f"{100 * (m - _mfu(rows, g, ov)):+.1f} pts"]
+                cells += [_pct(m), f"{_pts(100 * (m - _mfu(rows, g, ov)))} pts"]
             out.append(f"| {g:,} | {net} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -144,11 +149,10 @@ def steps_block(rows: list[dict]) -> str:
     out = ["| Table 3 row | step | paper (pts) | model (pts) | model: " +
            " | ".join(STEP_PARTS) + " |", "|---:|---|---:|---:|" + "---:|" * len(STEP_PARTS)]
     for r in rows:
-        model = (f"{float(r['predicted_gain_pts']):+.1f}" if r["modelled"] == "True"
-                 else "no switch")
-        out.append(f"| {r['row']} | {r['step']} | {float(r['published_gain_pts']):+.1f} | "
-                   f"{model} | " + " | ".join(f"{float(r[f'from_{p}_pts']):+.1f}"
-                                            for p in STEP_PARTS) + " |")
+        model = _pts(r["predicted_gain_pts"]) if r["modelled"] == "True" else "no switch"
+        out.append(f"| {r['row']} | {r['step']} | {_pts(r['published_gain_pts'])} | "
+                   f"{model} | " + " | ".join(_pts(r[f"from_{p}_pts"]) for p in STEP_PARTS)
+                   + " |")
     s = summary([{**r, "modelled": r["modelled"] == "True",
                   "published_gain_pts": float(r["published_gain_pts"]),
                   "predicted_gain_pts": float(r["predicted_gain_pts"])} for r in rows])
@@ -187,11 +191,7 @@ def blocks(results: Path) -> dict[str, Callable[[], str]]:
 
 
 def render(readme: Path, results: Path) -> None:
-    text = readme.read_text()
-    for name, body in blocks(results).items():
-        text = between(text, (f"<!-- scale_mfu-{name}:begin -->",
-                              f"<!-- scale_mfu-{name}:end -->"), body())
-    readme.write_text(text)
+    render_blocks(readme, {f"scale_mfu-{name}": body for name, body in blocks(results).items()})
 
 
 if __name__ == "__main__":
