@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # The CPU build of PyTorch, pinned so pip never pulls a multi-GB CUDA build (see README).
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: setup setup-dev run test test-slow test-ci-slow test-study bench lint clean
+.PHONY: setup setup-dev run results results-check test test-slow test-ci-slow test-study bench lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,18 @@ setup-dev: $(BIN)/python
 # built-in default fabric (megascale); files land in out/recommend/.
 run: setup
 	$(BIN)/netsim recommend --fabric megascale --job gpt3-175b -o out/recommend
+
+# Every study's committed results (experiments/*/results/, results/ci/) regenerated through its
+# run.py on the sweep runner (resumable: run again after an interruption), and the numbers of
+# the study READMEs and docs/experiments.md re-rendered from them (experiments/studies.py is
+# the registry). FRESH=1 empties the work folders under out/ first (after a code change);
+# STUDY=NAME runs one study.
+results: setup-dev
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m experiments.results $(if $(FRESH),--fresh) $(if $(STUDY),--study $(STUDY))
+
+# Rerun every study at its CI size and compare with the committed CI-size CSVs (exit 1 on a change).
+results-check: setup-dev
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m experiments.results --check $(if $(STUDY),--study $(STUDY))
 
 # Tests run against the installed package (non-editable), not the working tree.
 # Slow tests come in two tiers (docs/contributing.md, "Test tiers"): CI's slow tier (.ci/run,

@@ -1,57 +1,51 @@
 """CC study: DCQCN vs Swift vs the DCQCN+Swift hybrid on a training job's own traffic.
 
-    python -m experiments.cc.run [--full] [-o DIR] [--json]
+    python -m experiments.cc.run [--full | --tiny] -o DIR [--workers N] [--json]
 
 MegaScale (NSDI'24, section 3.6) reports that a congestion control combining Swift's precise
 RTT signal with DCQCN's ECN signal cuts PFC pauses while keeping throughput. Every pattern of
 :mod:`netsim.validation.jobtraffic` (DP ring crossing ToRs, PP sends, all-to-all, 8:1 and 16:1
 incast) runs in the packet engine under each algorithm (parameters: each algorithm's defaults,
 ``docs/congestion-control.md``). Written to DIR: ``cc.csv`` (one row per run), ``summary.csv``
-(mean over seeds per pattern and algorithm) and ``cc.png``.
+(mean over seeds per pattern and algorithm) and ``cc.png``. The grid is the sweep spec
+``cc.yaml`` (``cc_full.yaml``, ``cc_tiny.yaml``), run through :mod:`sweeps` into ``DIR/cc``:
+resumable, on Dask.
 
 Small (default, about a minute on one core): 4 ToRs x 6 NICs at 400G, 2 MB messages, one
-seed. ``--full``: 4 ToRs x 8 NICs, 8 MB messages, three seeds.
+seed. ``--full``: 4 ToRs x 8 NICs, 8 MB messages, three seeds. ``--tiny`` (notebooks, CI):
+4 ToRs x 5 NICs, 1 MB messages.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from netsim.validation.jobtraffic import KINDS, JobScenario, run_scenario
+from experiments._output import parse_study_args
+from experiments._sweeps import ok_outputs, run_spec_files, study_parser
 
+HERE = Path(__file__).resolve().parent
 ALGORITHMS = ("dcqcn", "swift", "hybrid")
 METRICS = ("pfc_pauses", "paused_us", "hol_victims", "goodput", "fct_p50_us", "fct_p99_us")
 
 
-def scenarios(full: bool, tiny: bool = False) -> list[JobScenario]:
-    """The patterns at the study's size (non-blocking leaf-spine: spines = NICs per ToR).
-
-    ``tiny`` (notebooks under ``NETSIM_NOTEBOOK_SMALL=1``): 4 ToRs x 5 NICs, 1 MB messages.
-    """
-    hpt = 8 if full else (5 if tiny else 6)
-    size = 8_000_000 if full else (1_000_000 if tiny else 2_000_000)
-    return [JobScenario(k, tors=4, hosts_per_tor=hpt, spines=hpt, msg_bytes=size) for k in KINDS]
-
-
-def run_study(full: bool = False, seeds: tuple[int, ...] | None = None, progress=None,
-              tiny: bool = False, dcqcn_params: dict | None = None) -> list[dict]:
-    """One row per (pattern, algorithm, seed); *dcqcn_params* override DCQCN's defaults."""
-    seeds = seeds or ((1, 2, 3) if full else (1,))
-    rows = []
-    for sc in scenarios(full, tiny):
-        for cc in ALGORITHMS:
-            for s in seeds:
-                if progress:
-                    progress(f"{sc.kind} {cc} seed {s}")
-                params = dcqcn_params if cc == "dcqcn" else None
-                rows.append(run_scenario(sc, cc, cc_params=params, seed=s))
-    return rows
+def run_study(out: Path | None = None, full: bool = False, tiny: bool = False,
+              workers: int | None = 0, scheduler: str | None = None,
+              dcqcn_params: dict | None = None, progress: bool = False) -> list[dict]:
+    """One row per (pattern, algorithm, seed) of the sweep (resumed in ``out/cc``; a temporary
+    folder when ``out`` is None); *dcqcn_params* override DCQCN's defaults."""
+    if out is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            return run_study(Path(tmp), full, tiny, workers, scheduler, dcqcn_params, progress)
+    extra = {"dcqcn_params": dcqcn_params} if dcqcn_params else None
+    res = run_spec_files(HERE, ["cc"], out, full, workers, scheduler, progress,
+                         size="tiny" if tiny else None, extra_args=extra)["cc"]
+    return ok_outputs(res, "cc")  # each output names its pattern, CC and seed
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -104,13 +98,12 @@ def plot(summary: list[dict], path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments.cc.run", description=__doc__.split("\n\n")[1])
-    ap.add_argument("--full", action="store_true", help="bigger fabric, 8 MB messages, three seeds")
-    ap.add_argument("-o", "--out", type=Path, default=Path("cc-study"), help="output folder")
-    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
-    ap.add_argument("--dcqcn-param", action="append", default=[], metavar="KEY=VALUE",
-                    help="DCQCN parameter override, e.g. rpg_byte_reset_unit_bytes=1 (bytes)")
-    args = ap.parse_args(argv)
+    p = study_parser(__doc__.split("\n\n")[1], "bigger fabric, 8 MB messages, three seeds")
+    p.add_argument("--tiny", action="store_true", help="4 ToRs x 5 NICs, 1 MB (notebooks, CI)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--dcqcn-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="DCQCN parameter override, e.g. rpg_byte_reset_unit_bytes=1 (bytes)")
+    args = parse_study_args(p, argv)
     from netsim.cc.params import DcqcnParams, parse_cc_params
 
     try:
@@ -119,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows = run_study(args.full, progress=lambda s: print(s, file=sys.stderr), dcqcn_params=dcqcn)
+    rows = run_study(args.out, args.full, args.tiny, args.workers, args.scheduler, dcqcn,
+                     progress=True)
     summary = summarize(rows)
     write_csv(rows, args.out / "cc.csv")
     write_csv(summary, args.out / "summary.csv")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from experiments.cc_heldout.run import HERE, table
+from experiments.render import render_file
 
 ROOT = HERE.parents[1]
 DOCS = (HERE / "README.md", ROOT / "docs" / "recommend.md")
@@ -28,11 +29,14 @@ def block(text: str) -> str:
     return m.group(1)
 
 
+def values(results: Path) -> dict[str, str]:
+    """The held-out table by marker name, from ``results/cc_heldout.csv``."""
+    return {"cc-heldout": table(read_rows(results / "cc_heldout.csv")).rstrip("\n")}
+
+
 def render(rows: list[dict], paths=DOCS) -> None:
     for p in paths:
-        text = p.read_text()
-        old = block(text)
-        p.write_text(text.replace(START + "\n" + old + END, START + "\n" + table(rows) + END))
+        render_file(p, {"cc-heldout": table(rows).rstrip("\n")}, strict=True)
 
 
 if __name__ == "__main__":

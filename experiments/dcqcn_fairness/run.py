@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from experiments._output import parse_study_args, write_csv
+from experiments.render import render_file
 from netsim.flow.crosscheck import group_compare, run_packet, scenarios, window_gbps
 from netsim.flow.sharing import SharingModel
 
 LONG_BYTES = 200_000_000
 WINDOW_NS = 2_000_000
-BEGIN, END = "<!-- dcqcn-fairness:begin -->", "<!-- dcqcn-fairness:end -->"
+MARKER = "dcqcn-fairness"  # <!-- dcqcn-fairness:begin --> ... :end --> in docs/validation.md
 
 
 def seed_rows(seeds: int) -> tuple[list[dict], list]:
@@ -94,9 +95,12 @@ def render(seeds: list[dict], pair: list[dict]) -> str:
 
 def write_doc(doc: Path, text: str) -> None:
     """Replace what lies between the markers of ``doc`` with ``text``."""
-    body = doc.read_text()
-    i, j = body.index(BEGIN) + len(BEGIN), body.index(END)
-    doc.write_text(body[:i] + "\n" + text + "\n" + body[j:])
+    render_file(doc, {MARKER: text}, strict=True)
+
+
+def values(results: Path) -> dict[str, str]:
+    """The tables by marker name, from the CSVs in ``results`` (the study's renderer)."""
+    return {MARKER: render(_read(results / "seeds.csv"), _read(results / "pair.csv"))}
 
 
 def _read(path: Path) -> list[dict]:

@@ -3,7 +3,7 @@ runs? The CPU trainer (8 gloo ranks on this host) runs each layout clean, with o
 (``--inject-slow-rank``) and with one slow link (``--inject-slow-link``), for several seeds;
 every run's traces are diagnosed and compared with what was injected.
 
-    python -m experiments.diagnose.run [--full] [-o DIR] [--background N] [--json]
+    python -m experiments.diagnose.run [--full] [-o DIR] [--background N] [--json] [--workers N]
 
 Default: 5 layouts (``LAYOUTS``) x 1 seed x (clean, straggler x1.5, link 5 ms where the
 layout has one), 10 steps (about 10 minutes on 2 busy cores). ``--full``: 3 seeds (``--seeds``
@@ -11,12 +11,19 @@ to choose) and the straggler at x1.2, the smallest slowdown the issue asks to fi
 on the layout whose stages have two ranks). Writes ``DIR/results.csv``. The
 seed moves the weights, the data and which rank or link is faulty. ``--background N`` runs N
 co-tenant processes beside every run: a shared host, reproducibly.
+
+Every run is a point of :func:`sweeps.run_points` (``DIR/sweep/results.jsonl``): an
+interrupted sweep resumes where it stopped. The runs go one at a time in this process by
+default (``--workers 0``): each is timed with all 8 ranks on the host, and two at once would
+be two co-tenants of each other; ``--workers N`` or ``--scheduler`` spread them over Dask
+workers, each of which should then be a host of its own.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
+import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -25,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments._sweeps import ok_outputs, study_parser
 from netsim.diagnose.diagnosis import diagnose
 from netsim.traces.records import read_trace_dir
 
@@ -198,10 +206,37 @@ def summary(rows: list[dict]) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in out.items()}
 
 
+def scenario_point(point: dict, out: str, reuse: bool) -> dict:
+    """One sweep point: the trainer run of ``point`` (a :class:`Scenario`'s fields and
+    ``background``) into ``out/NAME`` (kept with ``reuse``), judged."""
+    point = dict(point)
+    background = int(point.pop("background", 0))
+    sc = Scenario(**point)
+    d = Path(out) / sc.name
+    if not (reuse and (d / "summary.json").exists()):
+        t0 = time.perf_counter()
+        run_trainer(sc, d, background=background)
+        print(f"ran {sc.name} in {time.perf_counter() - t0:.0f} s, load "
+              f"{os.getloadavg()[0]:.1f}", file=sys.stderr)
+    return judge(sc, d)
+
+
+def run_sweep(out: Path, scs: list[Scenario], background: int = 0, reuse: bool = False,
+              workers: int | None = 0, scheduler: str | None = None) -> list[dict]:
+    """Every scenario as a point of :func:`sweeps.run_points` (resumed from
+    ``out/sweep/results.jsonl``); the rows of the runs that finished."""
+    from sweeps import run_points
+
+    points = [dataclasses.asdict(sc) | {"background": background} for sc in scs]
+    results = run_points(functools.partial(scenario_point, out=str(out), reuse=reuse), points,
+                         out_dir=out / "sweep", workers=workers, scheduler=scheduler,
+                         progress=False)
+    return ok_outputs(results, "diagnose")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--full", action="store_true", help="3 seeds, the straggler at x1.2")
-    ap.add_argument("-o", "--out", default="/tmp/diagnose-sweep", help="output directory")
+    ap = study_parser(__doc__, "3 seeds, the straggler at x1.2", out_default=Path("/tmp/diagnose-sweep"))
+    ap.set_defaults(workers=0)
     ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
     ap.add_argument("--seeds", help="comma list of seeds (default 1; 1,2,3 with --full)")
     ap.add_argument("--background", type=int, default=0, metavar="N",
@@ -213,17 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.background < 0:
         ap.error(f"--background must be 0 or more processes, got {args.background}")
     out = Path(args.out)
-    rows = []
     seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else None
-    for sc in scenarios(args.full, seeds):
-        d = out / sc.name
-        if not (args.reuse and (d / "summary.json").exists()):
-            t0 = time.perf_counter()
-            run_trainer(sc, d, background=args.background)
-            print(f"ran {sc.name} in {time.perf_counter() - t0:.0f} s, load "
-                  f"{os.getloadavg()[0]:.1f}", file=sys.stderr)
-        rows.append(judge(sc, d))
-        print(json.dumps(rows[-1]), file=sys.stderr)
+    rows = run_sweep(out, scenarios(args.full, seeds), args.background, args.reuse,
+                     args.workers, args.scheduler)
+    if not rows:
+        print("diagnose: no run finished", file=sys.stderr)
+        return 1
     with open(out / "results.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()

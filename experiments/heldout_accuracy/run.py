@@ -2,7 +2,7 @@
 workload model on some runs, predict the iteration time of the others.
 
     python -m experiments.heldout_accuracy.run [--out DIR] [--reuse] [--json] [--repeats N]
-                                               [--modern]
+                                               [--modern] [--results DIR]
 
 Every run uses 8 ranks on this host (``OMP_NUM_THREADS=1``), the trainer's ``small`` model
 with 8 layers, ``STEPS`` steps (the first, warm-up, dropped). The host has fewer cores than
@@ -205,12 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modern", action="store_true",
                     help="the context/expert-parallel configurations on the MoE model instead")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--results", type=Path, default=None, metavar="DIR",
+                    help="also write heldout.csv, calibration.json and heldout.png there")
     args = ap.parse_args(argv)
     configs, model_args = ((MODERN_CONFIGS, MODERN_MODEL_ARGS) if args.modern
                            else (CONFIGS, MODEL_ARGS))
     dirs = collect(Path(args.out), args.repeats, args.reuse, configs, model_args=model_args)
     rows, cal = evaluate(dirs, configs, iteration_fit=not args.no_iteration_fit)
     s = summary(rows)
+    if args.results:
+        from experiments.heldout_accuracy.outputs import write_outputs
+
+        write_outputs(rows, cal, args.results)
     if args.json:
         print(json.dumps({"rows": rows, "summary": s, "calibration": cal}, indent=2))
         return 0

@@ -29,11 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from experiments._output import write_csv
+from experiments.render import render_file
 
 POLICIES = ("linear", "topo")
 DESIGN_SEEDS = range(11, 21)
-BEGIN, END = "<!-- over-time:begin -->", "<!-- over-time:end -->"
-BEFORE = ("<!-- over-time-before:begin -->", "<!-- over-time-before:end -->")
 
 
 def fabric():
@@ -115,13 +114,6 @@ def seed_table(rows: list[dict], seeds: str = "held-out") -> str:
     return "\n".join(lines)
 
 
-def _between(text: str, begin: str, end: str, body: str, where: Path) -> str:
-    if begin not in text or end not in text:
-        raise ValueError(f"{where}: no {begin} ... {end} markers")
-    head, rest = text.split(begin, 1)
-    return f"{head}{begin}\n{body}\n{end}{rest.split(end, 1)[1]}"
-
-
 def _body(rows: list[dict]) -> str:
     cpu = {k: [float(r["cpu_s"]) for r in rows if r["policy"] == k] for k in POLICIES}
     return (f"{summary_table(rows)}\n\nHeld-out seeds, mean slowdown per replay "
@@ -133,10 +125,8 @@ def _body(rows: list[dict]) -> str:
 def render(readme: Path, rows: list[dict], before: list[dict] | None = None) -> None:
     """Rewrite the README's text between the over-time markers with the tables (and between
     the over-time-before markers with ``before``'s, when given)."""
-    text = _between(readme.read_text(), BEGIN, END, _body(rows), readme)
-    if before:
-        text = _between(text, *BEFORE, _body(before), readme)
-    readme.write_text(text)
+    values = {"over-time": _body(rows)} | ({"over-time-before": _body(before)} if before else {})
+    render_file(readme, values, strict=True)
 
 
 def figure(rows: list[dict], path: Path) -> Path:

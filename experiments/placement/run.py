@@ -1,6 +1,6 @@
 """Placement study: what topology-aware placement is worth on a shared, fragmented fabric.
 
-    python -m experiments.placement.run [--full] [-o DIR]
+    python -m experiments.placement.run [--full | --tiny] [-o DIR] [--workers N]
 
 Two parts, each on a 1:1 fabric and its 2:1 oversubscribed variant (ToRs with half as much
 uplink as host capacity):
@@ -14,25 +14,31 @@ uplink as host capacity):
    compared with the same job alone on the idle fabric in the scheduler's order.
 2. **Scheduler replay.** ``netsim cluster simulate``: a stream of jobs under each policy.
 
-Default (small, minutes on 2 cores): 2,048-GPU fabrics, jobs of 512 and 1,024 GPUs, a
-30-job replay. ``--full``: the 12,288-GPU megascale fabric and its 2:1 variant, jobs of 512 to
-6,144 GPUs into the busy cluster and the 12,288-GPU job on the idle fabric with a striped free
-list (one server per ToR set in turn), a 100-job replay.
+The two parts are the sweep specs ``placement.yaml`` (one point per fabric and job size) and
+``replay.yaml`` (one point per fabric), run through :mod:`sweeps` into ``DIR/placement`` and
+``DIR/replay``: resumable, on Dask (``--workers``, ``--scheduler``). Default (small, minutes
+on 2 cores): 2,048-GPU fabrics, jobs of 512 and 1,024 GPUs, a 30-job replay. ``--full``
+(``*_full.yaml``): the 12,288-GPU megascale fabric and its 2:1 variant, jobs of 512 to 6,144
+GPUs into the busy cluster and the 12,288-GPU job on the idle fabric with a striped free list
+(one server per ToR set in turn), a 100-job replay. ``--tiny`` (``*_tiny.yaml``; also
+``NETSIM_NOTEBOOK_SMALL=1``): the notebooks' and CI's size.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from experiments._output import write_csv
+from experiments._output import parse_study_args, write_csv
+from experiments._sweeps import ok_rows, run_spec_files, study_parser
 from topologies import Clos3Spec, clos3
+
+HERE = Path(__file__).resolve().parent
+SPECS = ("placement", "replay")
 
 OCCUPANCY = 0.6
 POLICIES = ("linear", "random", "topo")
@@ -40,7 +46,7 @@ POLICIES = ("linear", "random", "topo")
 
 @dataclass(frozen=True)
 class Setup:
-    """Sizes of one run of the study."""
+    """Sizes of the fabrics of one run (the sweep specs hold the rest)."""
 
     servers: int
     servers_per_tor_group: int
@@ -48,10 +54,6 @@ class Setup:
     replay_jobs: int
     search_iterations: int
 
-
-SMALL = Setup(256, 64, (512, 1024), 30, 300)
-TINY = Setup(128, 64, (256,), 8, 100)        # NETSIM_NOTEBOOK_SMALL=1
-FULL = Setup(1536, 64, (512, 2048, 6144, 12288), 100, 1000)
 
 
 def fabrics(setup: Setup) -> dict[str, object]:
@@ -144,26 +146,30 @@ def replay(fabric, ratio: str, n: int, seed: int, iterations: int) -> list[dict]
     return rows
 
 
-def run(setup: Setup, seed: int = 0, log=print, ratios=("1:1", "2:1"),
-        done=None) -> tuple[list[dict], list[dict]]:
-    """Both parts on the fabrics of ``ratios``; returns (one-job rows, replay rows).
-    ``done(jobs, streams)`` is called after every step (to write what has run so far)."""
-    t0 = time.perf_counter()
-    jobs, streams = [], []
-    for ratio, fabric in fabrics(setup).items():
-        if ratio not in ratios:
-            continue
-        for gpus in setup.sizes:
-            jobs += one_job(fabric, ratio, gpus, seed, setup.search_iterations)
-            log(f"placement: {fabric.name} {gpus} GPUs  {time.perf_counter() - t0:.0f} s")
-            if done:
-                done(jobs, streams)
-        if setup.replay_jobs:
-            streams += replay(fabric, ratio, setup.replay_jobs, seed, setup.search_iterations)
-            log(f"placement: {fabric.name} replay  {time.perf_counter() - t0:.0f} s")
-            if done:
-                done(jobs, streams)
-    return jobs, streams
+def run_sweeps(out: Path, size: str | None = None, workers: int | None = 0,
+               scheduler: str | None = None, seed: int | None = None,
+               sizes: list[int] | None = None, replay_jobs: int | None = None,
+               ratios: list[str] | None = None, progress: bool = False
+               ) -> tuple[list[dict], list[dict]]:
+    """Both parts through the sweep runner (``size``: None, ``full`` or ``tiny``; the other
+    arguments override the specs'); returns (one-job rows, replay rows)."""
+    grids = {"placement": {"gpus": sizes} if sizes is not None else {},
+             "replay": {}}
+    extra = {"placement": {}, "replay": {"jobs": replay_jobs} if replay_jobs else {}}
+    for name in SPECS:
+        if ratios:
+            grids[name]["ratio"] = ratios
+        if seed is not None:
+            extra[name]["seed"] = seed
+    skip = {"placement": sizes == [], "replay": replay_jobs == 0}
+    rows = {}
+    for name in SPECS:
+        res = [] if skip[name] else run_spec_files(
+            HERE, [name], out, size == "full", workers, scheduler, progress,
+            size=size if size != "full" else None, extra_args=extra[name],
+            grid=grids[name])[name]
+        rows[name] = [row for r in ok_rows(res, "placement") for row in r["rows"]]
+    return rows["placement"], rows["replay"]
 
 
 def figure(jobs: list[dict], streams: list[dict], path: Path) -> Path:
@@ -201,34 +207,27 @@ def figure(jobs: list[dict], streams: list[dict], path: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--full", action="store_true", help="megascale sizes (long)")
-    ap.add_argument("-o", "--out", type=Path, default=Path("experiments/placement/results"))
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--sizes", default=None,
-                    help="comma list of job sizes (GPUs) of part 1 instead of the setup's")
-    ap.add_argument("--replay-jobs", type=int, default=None,
-                    help="jobs of the replay instead of the setup's (0: no replay)")
-    ap.add_argument("--ratios", default="1:1,2:1", help="fabrics to run: 1:1, 2:1 or both")
-    args = ap.parse_args(argv)
-    setup = FULL if args.full else (TINY if os.environ.get("NETSIM_NOTEBOOK_SMALL") else SMALL)
-    if args.sizes is not None:  # "" or "0": no part 1
-        setup = replace(setup, sizes=tuple(int(x) for x in args.sizes.split(",")
-                                           if x.strip() not in ("", "0")))
-    if args.replay_jobs is not None:
-        setup = replace(setup, replay_jobs=args.replay_jobs)
-    args.out.mkdir(parents=True, exist_ok=True)
-
-    def done(jobs, streams):  # what has run so far, rewritten after every step
-        if jobs:
-            write_csv(args.out / "placement.csv", jobs)
-        if streams:
-            write_csv(args.out / "replay.csv", streams)
-        if jobs:
-            figure(jobs, streams, args.out / "placement.png")
-
-    jobs, streams = run(setup, args.seed, log=lambda m: print(m, file=sys.stderr, flush=True),
-                        ratios=tuple(args.ratios.split(",")), done=done)
+    p = study_parser(__doc__, "megascale sizes (long)", out_default=HERE / "results")
+    p.add_argument("--tiny", action="store_true", help="the notebooks' and CI's size")
+    p.add_argument("--seed", type=int, default=None, help="instead of the specs' (0)")
+    p.add_argument("--sizes", default=None,
+                   help="comma list of job sizes (GPUs) of part 1 instead of the spec's")
+    p.add_argument("--replay-jobs", type=int, default=None,
+                   help="jobs of the replay instead of the spec's (0: no replay)")
+    p.add_argument("--ratios", default=None, help="fabrics to run: 1:1, 2:1 or both")
+    args = parse_study_args(p, argv)
+    tiny = args.tiny or bool(os.environ.get("NETSIM_NOTEBOOK_SMALL"))
+    sizes = None if args.sizes is None else [
+        int(x) for x in args.sizes.split(",") if x.strip() not in ("", "0")]
+    jobs, streams = run_sweeps(
+        args.out, "full" if args.full else ("tiny" if tiny else None), args.workers,
+        args.scheduler, args.seed, sizes, args.replay_jobs,
+        args.ratios.split(",") if args.ratios else None, progress=True)
+    if jobs:
+        write_csv(args.out / "placement.csv", jobs)
+        figure(jobs, streams, args.out / "placement.png")
+    if streams:
+        write_csv(args.out / "replay.csv", streams)
     for name in ("placement.csv", "replay.csv", "placement.png"):
         if (args.out / name).exists():
             print(f"wrote {args.out / name}")

@@ -1,7 +1,8 @@
-"""Render every number of the study README from its CSVs:
+"""Every number of the study README from its CSVs: :func:`values` for ``experiments.render``
+(``python -m experiments.results --render --study scale_mfu``), or
 ``python -m experiments.scale_mfu.render [README] [RESULTS_DIR]``.
 
-Each block sits between ``<!-- scale_mfu-NAME:begin -->`` and ``<!-- scale_mfu-NAME:end -->``;
+Each block sits between ``<!-- scale_mfu.NAME:begin -->`` and ``<!-- scale_mfu.NAME:end -->``;
 the sentences that conclude (does overlap slow the fall with scale? do the paper's per-step
 gains rank like the model's?) are chosen from the data here, not typed.
 """
@@ -11,10 +12,9 @@ from __future__ import annotations
 import csv
 import math
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-from experiments._render import render_blocks
+from experiments.render import render_file
 
 HERE = Path(__file__).resolve().parent
 OVERLAPS = ("none", "dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "all")
@@ -175,23 +175,25 @@ def ablation_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def blocks(results: Path) -> dict[str, Callable[[], str]]:
-    """Each block's name and how to render it from ``results``."""
+def values(results: Path) -> dict[str, str]:
+    """Every block of the README, by marker name, rendered from ``results``."""
     def rows(name: str) -> list[dict]:
-        return _rows(results / f"{name}.csv")
+        return _rows(Path(results) / f"{name}.csv")
 
-    return {"claim": lambda: claim_block(_rows(HERE / "megascale_published.csv")),
-            "overlaps": lambda: overlaps_table(rows("mfu_overlaps")),
-            "fall": lambda: fall_block(rows("mfu_overlaps")),
-            "network": lambda: network_table(rows("mfu_network")),
-            "tables": lambda: tables_block(rows("megascale_tables")),
-            "flow": lambda: flow_block(rows("megascale_tables_flow"), rows("megascale_tables")),
-            "steps": lambda: steps_block(rows("megascale_table3_steps")),
-            "ablation": lambda: ablation_table(rows("mfu_ablation"))}
+    blocks = {"claim": lambda: claim_block(_rows(HERE / "megascale_published.csv")),
+              "overlaps": lambda: overlaps_table(rows("mfu_overlaps")),
+              "fall": lambda: fall_block(rows("mfu_overlaps")),
+              "network": lambda: network_table(rows("mfu_network")),
+              "tables": lambda: tables_block(rows("megascale_tables")),
+              "flow": lambda: flow_block(rows("megascale_tables_flow"),
+                                         rows("megascale_tables")),
+              "steps": lambda: steps_block(rows("megascale_table3_steps")),
+              "ablation": lambda: ablation_table(rows("mfu_ablation"))}
+    return {f"scale_mfu.{name}": body() for name, body in blocks.items()}
 
 
 def render(readme: Path, results: Path) -> None:
-    render_blocks(readme, {f"scale_mfu-{name}": body for name, body in blocks(results).items()})
+    render_file(readme, values(results), prefix="scale_mfu.", strict=True)
 
 
 if __name__ == "__main__":

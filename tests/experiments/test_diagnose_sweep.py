@@ -47,3 +47,16 @@ def test_summary_counts_each_class():
     assert summary(rows) == {"x1.2 straggler, stages of two ranks, named alone": (1, 2),
                              "x1.2 straggler, stages of 4 or 8 ranks, named alone": (1, 1),
                              "clean: nobody named": (1, 1), "5 ms link named alone": (0, 1)}
+
+
+def test_runs_are_sweep_points_that_resume(tmp_path, monkeypatch):
+    from experiments.diagnose import run
+
+    ran = []
+    monkeypatch.setattr(run, "run_trainer", lambda sc, d, background=0: ran.append(sc.name))
+    monkeypatch.setattr(run, "judge", lambda sc, d: {"scenario": sc.name, "correct": True})
+    scs = scenarios(False)[:3]
+    rows = run.run_sweep(tmp_path, scs, workers=0)
+    assert [r["scenario"] for r in rows] == [s.name for s in scs] and len(ran) == 3
+    assert (tmp_path / "sweep" / "results.jsonl").exists()
+    assert run.run_sweep(tmp_path, scs, workers=0) == rows and len(ran) == 3  # resumed

@@ -40,7 +40,7 @@ def test_lays_out_the_conventions(laid_out) -> None:
         assert (study / name).is_file(), name
     readme = (study / "README.md").read_text()
     for section in ("## Claim", "## Method", "## Result", "## What it does not show",
-                    f"<!-- {NAME}-result:begin -->", f"<!-- {NAME}-result:end -->"):
+                    f"<!-- {NAME}.result:begin -->", f"<!-- {NAME}.result:end -->"):
         assert section in readme, section
     assert "__STUDY__" not in readme
     nb = json.loads((laid_out / "experiments" / "notebooks" / f"{NAME}.ipynb").read_text())

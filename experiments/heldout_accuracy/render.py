@@ -1,0 +1,36 @@
+"""The table and error figures of the held-out README, from ``results/heldout.csv``
+(``python -m experiments.results --render --study heldout_accuracy``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from experiments.compare import read_csv
+from experiments.render import markdown_table
+
+
+def table(rows: list[dict]) -> str:
+    body = [[r["config"], r["role"], f"{float(r['measured_s']):.2f}",
+             f"{float(r['predicted_s']):.2f}", f"{100 * float(r['error']):+.1f}%",
+             f"{100 * float(r['error_nominal']):+.1f}%", f"{float(r['available_cores']):.2f}"]
+            for r in rows]
+    return markdown_table(["config", "role", "measured s", "predicted s", "error",
+                           "error, idle-host prediction", "cores left"], body, "llrrrrr")
+
+
+def values(results: Path) -> dict[str, str]:
+    rows = read_csv(results / "heldout.csv")
+    held = [r for r in rows if r["role"] == "held-out"]
+    err = np.abs([float(r["error"]) for r in held])
+    nominal = np.abs([float(r["error_nominal"]) for r in held])
+    cores = [float(r["available_cores"]) for r in rows]
+    return {
+        "heldout_accuracy.table": table(rows),
+        "heldout_accuracy.held_out": (
+            f"{len(held)} held-out configurations: median absolute error "
+            f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}% (predicting for an idle "
+            f"host instead: {100 * np.median(nominal):.1f}% and {100 * nominal.max():.1f}%)"),
+        "heldout_accuracy.cores": f"{min(cores):.2f}-{max(cores):.2f}",
+    }

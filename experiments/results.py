@@ -1,0 +1,118 @@
+"""Regenerate every study's committed results and the numbers rendered from them.
+
+    python -m experiments.results [--study NAME ...] [--ci | --no-ci] [--fresh] [--workers N]
+    python -m experiments.results --render        # only re-render the docs from results/
+    python -m experiments.results --check         # rerun at CI size, compare (exit 1 on a change)
+
+``make results`` runs it. Each study (but the ``manual`` ones, which run only when named) runs through its ``run.py`` into a work folder
+(``out/results/NAME``; ``out/results-ci/NAME`` at the CI size): the sweep studies resume there
+when interrupted (run the same command again); ``--fresh`` empties it first, which is what a
+code change needs. The files the study commits are then copied into
+``experiments/NAME/results/`` (``results/ci/`` for the CI size) and its documents re-rendered.
+The registry is :mod:`experiments.studies`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+from experiments import studies as registry
+from experiments.compare import compare_dirs
+from experiments.render import render_file
+
+WORK = registry.ROOT / "out"
+
+
+def run_study(study: registry.Study, out: Path, ci: bool = False,
+              workers: int | None = None) -> None:
+    """Run ``study``'s ``run.py`` into ``out``; a non-zero exit raises."""
+    rc = importlib.import_module(study.module).main(study.argv(out, ci, workers))
+    if rc:
+        raise RuntimeError(f"{study.module} exited {rc}")
+
+
+def copy_outputs(study: registry.Study, out: Path, dest: Path, names) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        shutil.copyfile(out / name, dest / name)
+
+
+def rendered_values(study: registry.Study, results: Path) -> dict[str, str]:
+    """``{marker: text}`` of the study's renderer on the results in ``results``."""
+    if study.render is None:
+        return {}
+    module, fn = study.render.split(":")
+    return getattr(importlib.import_module(module), fn)(results)
+
+
+def render_study(study: registry.Study, root: Path = registry.ROOT) -> list[Path]:
+    """Fill the study's marked numbers from its results; the documents that changed."""
+    values = rendered_values(study, study.results_dir(root))
+    return [p for p in study.doc_paths(root) if render_file(p, values, prefix=f"{study.name}.")]
+
+
+def regenerate(study: registry.Study, ci: bool, fresh: bool, workers: int | None) -> None:
+    """One study at the default size, and at the CI size when that differs and ``ci``."""
+    runs = [(False, WORK / "results" / study.name, study.results_dir(), study.outputs)]
+    if ci and study.ci_args is not None:
+        runs.append((True, WORK / "results-ci" / study.name, study.ci_dir(), study.csvs))
+    for small, out, dest, names in runs:
+        if fresh and out.exists():
+            shutil.rmtree(out)
+        print(f"== {study.name}{' (ci size)' if small else ''} -> {dest}", file=sys.stderr)
+        run_study(study, out, small, workers)
+        copy_outputs(study, out, dest, names)
+
+
+def check(study: registry.Study, out: Path, workers: int | None = 0,
+          root: Path = registry.ROOT) -> list[str]:
+    """Rerun ``study`` at its CI size into ``out`` and list how it differs from the commit."""
+    run_study(study, out, ci=True, workers=workers)
+    return compare_dirs(study.ci_dir(root), out, study.csvs, study.ignore, study.rtol)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--study", action="append", default=[], metavar="NAME",
+                   help="only this study (repeatable; default: every registered one)")
+    p.add_argument("--no-ci", action="store_true", help="skip the CI-size runs")
+    p.add_argument("--fresh", action="store_true", help="empty each work folder first")
+    p.add_argument("--workers", type=int, default=None,
+                   help="local Dask workers of the sweep studies (0 = in this process)")
+    p.add_argument("--render", action="store_true", help="only re-render the documents")
+    p.add_argument("--check", action="store_true",
+                   help="rerun at the CI size into out/results-check and compare")
+    args = p.parse_args(argv)
+    try:
+        named = [registry.get(n) for n in args.study]
+    except ValueError as e:
+        print(f"experiments.results: {e}", file=sys.stderr)
+        return 2
+    rerun = named or [s for s in registry.STUDIES if not s.manual]
+    if args.check:
+        return _check_all(rerun, args.workers)
+    for study in named or registry.STUDIES:
+        if not args.render and study in rerun:
+            regenerate(study, not args.no_ci, args.fresh, args.workers)
+        for path in render_study(study):
+            print(f"rendered {path.relative_to(registry.ROOT)}", file=sys.stderr)
+    return 0
+
+
+def _check_all(chosen, workers) -> int:
+    failed = 0
+    for study in chosen:
+        out = WORK / "results-check" / study.name
+        shutil.rmtree(out, ignore_errors=True)
+        diffs = check(study, out, workers)
+        failed += bool(diffs)
+        print(f"{study.name}: {'moved' if diffs else 'same'}", *diffs, sep="\n  ")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
