@@ -71,14 +71,14 @@ def test_the_generated_notebook_runs(laid_out, tmp_path, monkeypatch) -> None:
     import nbclient
     import nbformat
 
-    from tests.experiments.test_notebooks import _python3_kernel_here
+    from experiments.run_notebook import CELL_TIMEOUT_S, python3_kernel_here
 
-    monkeypatch.setenv("JUPYTER_PATH", str(_python3_kernel_here(tmp_path / "jupyter")))
+    monkeypatch.setenv("JUPYTER_PATH", str(python3_kernel_here(tmp_path / "jupyter")))
     monkeypatch.setenv("NETSIM_NOTEBOOK_SMALL", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     monkeypatch.setenv("PYTHONPATH", _env(laid_out)["PYTHONPATH"])
     nb = nbformat.read(laid_out / "experiments" / "notebooks" / f"{NAME}.ipynb", as_version=4)
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+    nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT_S, kernel_name="python3",
                             resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "predicted MFU falls" in text
