@@ -1,6 +1,6 @@
-"""Every number of the study README from its CSVs: :func:`values` for ``experiments.render``
-(``python -m experiments.results --render --study scale_mfu``), or
-``python -m experiments.scale_mfu.render [README] [RESULTS_DIR]``.
+"""Every number of the study README from its CSVs: :func:`values`, which
+``python -m experiments.results --render --study scale_mfu`` writes into README.md
+(``experiments.render``).
 
 Each block sits between ``<!-- scale_mfu.NAME:begin -->`` and ``<!-- scale_mfu.NAME:end -->``;
 the sentences that conclude (does overlap slow the fall with scale? do the paper's per-step
@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import csv
 import math
-import sys
 from pathlib import Path
-
-from experiments.render import render_file
 
 HERE = Path(__file__).resolve().parent
 OVERLAPS = ("none", "dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "all")
@@ -190,13 +187,3 @@ def values(results: Path) -> dict[str, str]:
               "steps": lambda: steps_block(rows("megascale_table3_steps")),
               "ablation": lambda: ablation_table(rows("mfu_ablation"))}
     return {f"scale_mfu.{name}": body() for name, body in blocks.items()}
-
-
-def render(readme: Path, results: Path) -> None:
-    render_file(readme, values(results), prefix="scale_mfu.", strict=True)
-
-
-if __name__ == "__main__":
-    args = sys.argv[1:]
-    render(Path(args[0]) if args else HERE / "README.md",
-           Path(args[1]) if len(args) > 1 else HERE / "results")

@@ -4,7 +4,7 @@ Sweeps ``overlaps.yaml`` and ``network.yaml`` (``*_full.yaml`` with ``--full``: 
 ``*_tiny.yaml`` with ``--tiny``: CI's size) through ``sweeps``, resumable into
 ``DIR/overlaps`` and ``DIR/network``; writes ``DIR/mfu_*.csv``,
 ``DIR/megascale_tables[_flow].csv``, ``DIR/megascale_table3_steps.csv`` and the figures;
-``python -m experiments.scale_mfu.render`` puts their numbers in README.md beside this file.
+``python -m experiments.results --render --study scale_mfu`` puts their numbers in README.md.
 """
 
 from __future__ import annotations
