@@ -98,17 +98,23 @@ def _megascale_fabric():
     return load_fabric("megascale")
 
 
-def predicted_mfu(job: JobSpec, opts: MegaScaleOpts, flow: bool = False) -> float:
-    """``netsim predict`` MFU of ``job`` with MegaScale switches ``opts``; with ``flow`` the
-    collectives run on the ``megascale`` fabric through the flow engine."""
+def predicted(job: JobSpec, opts: MegaScaleOpts, flow: bool = False):
+    """``netsim predict`` of ``job`` with MegaScale switches ``opts`` (the whole
+    ``Prediction``); with ``flow`` the collectives run on the ``megascale`` fabric through the
+    flow engine."""
     if not flow:
         j, hw, cm, cp = apply(job, A100, opts)
-        return predict(j, hardware=hw, comm_model=cm, compute_model=cp).mfu
+        return predict(j, hardware=hw, comm_model=cm, compute_model=cp)
     from netsim.workload import FlowCommModel
 
     fabric = _megascale_fabric()
     j, hw, cm, cp = apply(job, A100, opts, comm_model=FlowCommModel(fabric, A100, seed=1))
-    return predict(j, fabric=fabric, hardware=hw, comm_model=cm, compute_model=cp).mfu
+    return predict(j, fabric=fabric, hardware=hw, comm_model=cm, compute_model=cp)
+
+
+def predicted_mfu(job: JobSpec, opts: MegaScaleOpts, flow: bool = False) -> float:
+    """MFU of :func:`predicted`."""
+    return predicted(job, opts, flow).mfu
 
 
 def megascale_opts(window: int = WINDOW) -> MegaScaleOpts:
@@ -125,14 +131,19 @@ def predict_table2(row: PublishedRow, window: int = WINDOW, flow: bool = False) 
     return predicted_mfu(job, megascale_opts(window), flow)
 
 
-def predict_table3(window: int = WINDOW, flow: bool = False) -> list[tuple[str, float]]:
-    """Predicted MFU of each modelled step of Table 3 (256 GPUs, batch 256 before LAMB)."""
+def table3_predictions(window: int = WINDOW, flow: bool = False) -> list[tuple[str, object]]:
+    """The ``Prediction`` of each modelled step of Table 3 (256 GPUs, batch 256 before LAMB)."""
     out = []
     for name, opts, overlap in ablation_steps(window):
         job = paper_job(256, 256, overlap=overlap,
                         distributed_optimizer=overlap.dp_param_gather)
-        out.append((name, predicted_mfu(job, opts, flow)))
+        out.append((name, predicted(job, opts, flow)))
     return out
+
+
+def predict_table3(window: int = WINDOW, flow: bool = False) -> list[tuple[str, float]]:
+    """Predicted MFU of each modelled step of Table 3."""
+    return [(name, pred.mfu) for name, pred in table3_predictions(window, flow)]
 
 
 def compare(rows: list[PublishedRow] | None = None, window: int = WINDOW,

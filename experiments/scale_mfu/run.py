@@ -1,8 +1,10 @@
 """Scale study: ``python -m experiments.scale_mfu.run [--full] -o DIR``.
 
-Sweeps ``overlaps.yaml`` and ``network.yaml`` (``*_full.yaml`` with ``--full``: eight scales)
-through ``sweeps``, resumable into ``DIR/overlaps`` and ``DIR/network``; writes
-``DIR/mfu.csv`` and the figures. See README.md beside this file.
+Sweeps ``overlaps.yaml`` and ``network.yaml`` (``*_full.yaml`` with ``--full``: eight scales;
+``*_tiny.yaml`` with ``--tiny``: CI's size) through ``sweeps``, resumable into
+``DIR/overlaps`` and ``DIR/network``; writes ``DIR/mfu_*.csv``,
+``DIR/megascale_tables[_flow].csv``, ``DIR/megascale_table3_steps.csv`` and the figures;
+``python -m experiments.results --render --study scale_mfu`` puts their numbers in README.md.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ MEGATRON_RATIO = 1.34
 
 
 def run_specs(out: Path, full: bool, workers: int | None, scheduler: str | None,
-              progress: bool = True) -> dict[str, list[dict]]:
-    """Run (or resume) both sweeps; rows of point + output of the points that succeeded."""
-    res = run_spec_files(HERE, SPECS, out, full, workers, scheduler, progress)
+              progress: bool = True, size: str | None = None) -> dict[str, list[dict]]:
+    """Run (or resume) both sweeps (``size="tiny"``: ``*_tiny.yaml``, CI's size); rows of
+    point + output of the points that succeeded."""
+    res = run_spec_files(HERE, SPECS, out, full, workers, scheduler, progress, size=size)
     return {name: _ok(r) for name, r in res.items()}
 
 
@@ -85,28 +88,48 @@ def plot_network(rows: list[dict], path: Path | None = None):
     return finish_figure(fig, path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = study_parser(__doc__, "eight scales from 256 to 12,288 GPUs")
-    args = parse_study_args(p, argv)
-    rows = run_specs(args.out, args.full, args.workers, args.scheduler)
+def write_sweeps(rows: dict[str, list[dict]], out: Path) -> None:
+    """The overlap and network CSVs and figures (the network what-ifs with their base rows)."""
     rows["network"] = sorted(rows["network"] + [r for r in rows["overlaps"]
                                                 if r["overlap"] in ("none", "all")],
                              key=lambda r: (r["gpus"], r["overlap"], r["network"]))
-    write_csv(args.out / "mfu_overlaps.csv", rows["overlaps"])
-    write_csv(args.out / "mfu_network.csv", rows["network"])
-    plot_overlaps(rows["overlaps"], args.out / "mfu_overlaps.png")
-    plot_network(rows["network"], args.out / "mfu_network.png")
+    write_csv(out / "mfu_overlaps.csv", rows["overlaps"])
+    write_csv(out / "mfu_network.csv", rows["network"])
+    plot_overlaps(rows["overlaps"], out / "mfu_overlaps.png")
+    plot_network(rows["network"], out / "mfu_network.png")
+
+
+def write_tables(out: Path, tiny: bool) -> None:
+    """The ablation, MegaScale's Tables 2 and 3 (analytic and with the flow engine; ``tiny``:
+    the flow engine on the rows up to 1,024 GPUs only) and Table 3 step by step."""
     from experiments.scale_mfu.ablation import ablation_rows, plot_ablation
+    from experiments.scale_mfu.megascale_tables import compare, load_published
+    from experiments.scale_mfu.megascale_tables import plot as plot_tables
+    from experiments.scale_mfu.table3_steps import step_rows
 
     ablation = ablation_rows()
-    write_csv(args.out / "mfu_ablation.csv", ablation)
-    plot_ablation(ablation, args.out / "mfu_ablation.png")
-    from experiments.scale_mfu.megascale_tables import compare
-    from experiments.scale_mfu.megascale_tables import plot as plot_tables
-
+    write_csv(out / "mfu_ablation.csv", ablation)
+    plot_ablation(ablation, out / "mfu_ablation.png")
     tables = compare()
-    write_csv(args.out / "megascale_tables.csv", tables)
-    plot_tables(tables, args.out / "megascale_tables.png")
+    write_csv(out / "megascale_tables.csv", tables)
+    plot_tables(tables, out / "megascale_tables.png")
+    published = [r for r in load_published() if not tiny or r.gpus <= 1024]
+    flow = compare(published, flow=True)
+    write_csv(out / "megascale_tables_flow.csv", flow)
+    plot_tables(flow, out / "megascale_tables_flow.png")
+    write_csv(out / "megascale_table3_steps.csv", step_rows())
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = study_parser(__doc__, "eight scales from 256 to 12,288 GPUs")
+    p.add_argument("--tiny", action="store_true",
+                   help="CI's size: 256 and 1,536 GPUs, no overlap and all; the flow-engine "
+                        "tables up to 1,024 GPUs")
+    args = parse_study_args(p, argv)
+    rows = run_specs(args.out, args.full, args.workers, args.scheduler,
+                     size="tiny" if args.tiny else None)
+    write_sweeps(rows, args.out)
+    write_tables(args.out, args.tiny)
     from tuner.cli._output import format_table
 
     for name in SPECS:

@@ -2,7 +2,8 @@
 
 :func:`mfu_point` predicts one iteration (``netsim.workload.predict``, collectives on the fabric
 with the flow engine, ``netsim.workload.FlowCommModel``) for one scale, one overlap setting and
-one network what-if, and returns its MFU, iteration time and exposed communication.
+one network what-if, on MegaScale's schedule (six interleaved virtual stages unless
+``virtual_stages`` says otherwise), and returns its MFU, iteration time and exposed communication.
 
 Overlaps (``netsim.workload.Overlap``): ``none`` (Megatron-LM defaults), one of
 ``dp_grad_reduce``, ``dp_param_gather``, ``pp_send_recv``, ``tp_comm`` alone, or ``all``
@@ -28,6 +29,9 @@ import numpy as np
 OVERLAPS = ("none", "dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "all")
 NETWORKS = ("base", "nic_x0.5", "nic_x2", "agg_2to1", "spine_down")
 GLOBAL_BATCH = 6144  # the 12,288-GPU configuration (experiments/published), kept at every scale
+#: MegaScale's schedule: interleaved 1F1B with six virtual stages per pipeline stage for the 175B
+#: model (arXiv:2402.15627 section 6.1; ``experiments.scale_mfu.megascale_tables``)
+VIRTUAL_STAGES = 6
 
 
 @functools.lru_cache(maxsize=2)
@@ -83,7 +87,8 @@ def _comm_model(fabric, hw, failed: tuple[int, ...], seed: int):
 
 def mfu_point(gpus: int, overlap: str, network: str, seed: int = 0,
               model: str = "gpt3-175b", tp: int = 8, pp: int = 8,
-              global_batch: int = GLOBAL_BATCH, distributed_optimizer: bool = True) -> dict:
+              global_batch: int = GLOBAL_BATCH, distributed_optimizer: bool = True,
+              virtual_stages: int = VIRTUAL_STAGES) -> dict:
     """Predicted iteration of ``model`` on ``gpus`` GPUs of the megascale fabric."""
     from netsim.model.hardware import get_hardware
     from netsim.workload import JobSpec, predict
@@ -94,7 +99,7 @@ def mfu_point(gpus: int, overlap: str, network: str, seed: int = 0,
         hw = hw.scaled_network(float(network[len("nic_x"):]))
     job = JobSpec(model=model, gpus=int(gpus), tp=tp, pp=pp, dp=int(gpus) // (tp * pp),
                   global_batch=global_batch, distributed_optimizer=distributed_optimizer,
-                  overlap=_overlap(overlap))
+                  overlap=_overlap(overlap), virtual_stages=int(virtual_stages))
     pred = predict(job, fabric, hw, comm_model=_comm_model(fabric, hw, failed, seed)).to_json()
     return {"mfu": pred["mfu"], "iteration_s": pred["iteration_s"],
             "tokens_per_s": pred["tokens_per_s"], "bubble_s": pred["bubble_s"],

@@ -32,10 +32,19 @@ def register(sub) -> argparse.ArgumentParser:
         "run a parameter grid of a netsim command or a Python function on Dask",
         "Run every point of a sweep spec (YAML) on a Dask cluster, appending each "
         "result to DIR/results.jsonl as it finishes; a rerun skips finished points.")
-    p.add_argument("spec", help="sweep spec: command (or module:function), args, "
-                                "grid | list | sample")
-    p.add_argument("-o", "--out", required=True, metavar="DIR",
-                   help="results directory (results.jsonl, results.csv, spec.yaml)")
+    p.add_argument("spec", nargs="?", help="sweep spec: command (or module:function), args, "
+                                           "grid | list | sample")
+    p.add_argument("-o", "--out", metavar="DIR",
+                   help="results directory (results.jsonl, results.csv, spec.yaml); required "
+                        "with SPEC")
+    p.add_argument("--init-study", metavar="NAME", default=None,
+                   help="instead of running a sweep, lay out a new study: DIR/NAME/ (run.py, "
+                        "study.py, grid specs, render.py, README.md), DIR/notebooks/NAME.ipynb "
+                        "and tests/experiments/test_NAME.py beside DIR; an existing NAME is "
+                        "refused")
+    p.add_argument("--dir", default="experiments", type=Path,
+                   help="the experiments folder --init-study writes into (default: "
+                        "experiments)")
     p.add_argument("--workers", type=int, default=None,
                    help="worker processes of the local Dask cluster (default: the machine's "
                         "cores; 0 = run in this process without Dask)")
@@ -52,6 +61,10 @@ def register(sub) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.init_study is not None:
+        return _init_study(args)
+    if args.spec is None or args.out is None:
+        raise ValueError("give a sweep SPEC and -o DIR (or --init-study NAME)")
     if args.workers is not None and args.workers < 0:
         raise ValueError("--workers must be >= 0")
     from tuner.outputs import check_resumable_dir, output_lock
@@ -92,6 +105,21 @@ def estimate_line(spec: sweeps.SweepSpec) -> str:
     target = f"netsim {spec.command}" if spec.command else spec.function
     return (f"{len(spec.points):,} points ({kind}{' ' + shape if shape else ''}) of {target}, "
             f"at most {sweeps.MAX_POINTS:,} a sweep may run")
+
+
+def _init_study(args: argparse.Namespace) -> int:
+    from tuner.cli.init_study import init_study
+
+    if args.spec is not None:
+        raise ValueError("--init-study takes no SPEC")
+    files = init_study(args.init_study, args.dir)
+    if args.json:
+        print_json({"study": args.init_study, "files": [str(f) for f in files]})
+        return 0
+    print("\n".join(str(f) for f in files))
+    print(f"run it: python -m experiments.{args.init_study}.run -o "
+          f"{args.dir / args.init_study / 'results'}")
+    return 0
 
 
 def failure_line(out: Path, summary: sweeps.SweepSummary) -> str:
