@@ -51,6 +51,8 @@ MODERN_FLAGS: dict[str, tuple[str, type, str]] = {
             "efficiency; h100/h800/h200)"),
     "moe_node_limit": ("--moe-node-limit", int, "node-limited MoE routing: a token goes to at "
                        "most this many nodes (DeepSeek-V3: 4)"),
+    "grad_bytes": ("--grad-bytes", int, "bytes per gradient element reduced over DP (4: fp32, "
+                   "Megatron's default for bf16; 2: fp16/bf16 reduction)"),
     "layers": ("--layers", int, "layer-count override"),
     "hidden": ("--hidden", int, "hidden-size override"),
     "heads": ("--heads", int, "attention-head override"),
