@@ -66,6 +66,7 @@ def predict_row(row: Row) -> dict:
             "published": row.published, "predicted": value,
             "error": (value - row.published) / row.published, "fitted": row.fitted,
             "iteration_s": pred["iteration_s"], "bubble_fraction": pred["bubble_fraction"],
+            "mfu": pred["mfu"], "mfu_causal": pred["mfu_causal"],
             "exposed_comm_s": pred["exposed_comm_s"]["total"], "miss": row.miss}
 
 
@@ -91,7 +92,7 @@ def fit_training_factor() -> float:
     row = ROWS[0]
     job = job_of(row.command)
     lo, hi = 0.3, 1.0
-    for _ in range(30):
+    for _ in range(16):  # 0.7 / 2^16 < 1.1e-5
         mid = (lo + hi) / 2
         hw = A100.replace(gemm_efficiency=MAMF_FRACTION["a100"] * mid,
                           attention_efficiency=ATTENTION_FRACTION["a100"] * mid)

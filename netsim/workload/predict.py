@@ -84,6 +84,9 @@ class Prediction:
     micro_batches: int
     model_flops: float
     gpus: int
+    mfu_causal: float = 0.0
+    """MFU with the attention core counted causally (half the score and context FLOPs), the
+    convention of FlashAttention's own FLOP counts; ``mfu`` counts it whole (PaLM, Megatron)."""
     critical_path: list[dict] = field(default_factory=list)
     job: dict = field(default_factory=dict)
     host_s: float = 0.0
@@ -620,6 +623,8 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         tokens_per_s=tokens / iteration_s,
         mfu=model.model_flops(tokens) / peak,
         hfu=model.hardware_flops(tokens, job.recompute) / peak,
+        mfu_causal=(model.model_flops(tokens) - 1.5 * model.layers
+                    * model.layer_attn_flops_fwd(tokens)) / peak,
         bubble_fraction=bubble / iteration_s,
         bubble_s=bubble,
         exposed_comm_s=exposed,
