@@ -16,8 +16,8 @@ The ``*_efficiency`` fields are not data-sheet values: they are the fraction of 
 kernels and NCCL reach, replaced by a calibration (``netsim calibrate``) when one is given.
 The compute ones (``gemm_efficiency``, ``fp8_gemm_efficiency``, ``attention_efficiency``) come
 from ``netsim.model.efficiency``: a published microbenchmark's fraction of peak per GPU and
-kernel class, times the one training factor fitted on Megatron-LM's 1.7B row (A100 BF16 GEMM
-0.63, H100 0.59, H100 FP8 0.50, FlashAttention 0.54 / 0.55). Hopper's FP8 dense peak is
+kernel class, times the one training factor fitted on Megatron-LM's 1.7B row (the defaults of
+a profile built by hand are the A100's). Hopper's FP8 dense peak is
 1,979 TFLOP/s (H100 SXM datasheet; 3,958 with sparsity). NCCL bus bandwidth over NVLink is taken as 0.8 of the per-direction NVLink rate and over the
 network as 0.9 of the NIC line rate (nccl-tests ``busbw`` "should reflect the speed of the
 hardware bottleneck", ``nccl-roce.md`` section 2.1).
@@ -59,13 +59,13 @@ class HardwareProfile:
     """Compute NICs per server."""
     nic_bps: float = gbps(200)
     """Line rate of one NIC, bit/s."""
-    gemm_efficiency: float = 0.63
+    gemm_efficiency: float = training_efficiency(MAMF_FRACTION["a100"])
     """Fraction of the BF16 peak that training matmuls reach (``netsim.model.efficiency``)."""
     fp8_peak_flops_per_s: float = 0.0
     """Dense FP8 tensor-core peak per GPU, FLOP/s (0: no FP8 tensor cores, ``--fp8`` refused)."""
-    fp8_gemm_efficiency: float = 0.5
+    fp8_gemm_efficiency: float = training_efficiency(FP8_FRACTION)
     """Fraction of the FP8 peak that training's FP8 GEMMs reach (``netsim.model.efficiency``)."""
-    attention_efficiency: float = 0.54
+    attention_efficiency: float = training_efficiency(ATTENTION_FRACTION["a100"])
     """Fraction of the BF16 peak FlashAttention reaches (with ``flash_attention``)."""
     memory_efficiency: float = 0.7
     """Fraction of HBM bandwidth element-wise kernels reach (assumption)."""

@@ -36,7 +36,7 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--like", metavar="TRACE_DIR", default=None,
                    help="take the job (model, degrees, batch, micro-batches) from a trace; "
                    "flags win")
-    p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
+    p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200, h800")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
     p.add_argument("--pp", type=int, default=None, help="pipeline-parallel degree")
