@@ -119,8 +119,8 @@ class JobSpec:
     """Feed-forward width override."""
     virtual_stages: int = 1
     """Model chunks per pipeline stage (interleaved 1F1B when > 1)."""
-    schedule: str = ""
-    """Pipeline schedule (``SCHEDULES``); empty: interleaved with virtual stages, else 1F1B."""
+    schedule: str | None = None
+    """Pipeline schedule (``SCHEDULES``); None: interleaved with virtual stages, else 1F1B."""
     fp8: bool = False
     """Transformer-layer GEMMs in FP8 (Transformer Engine / DeepSeek-V3): the GPU's FP8 peak at
     its FP8 efficiency; attention, logits and communication stay BF16."""
@@ -308,7 +308,7 @@ JOB_RULES: dict[str, dict[str, Any]] = {
     "grad_bytes": dict(choices=_bytes_choices, example=4),
     "gpu": dict(choices=_gpu_choices, example="a100"),
     "order": dict(example="tp-cp-ep-dp-pp"),
-    "schedule": dict(choices=lambda: ("",) + SCHEDULES, example="interleaved"),
+    "schedule": dict(choices=SCHEDULES, example="interleaved"),
     "moe_node_limit": dict(min=0, max=2**20, example=4),
 }
 

@@ -87,3 +87,18 @@ def test_cli_takes_the_new_flags(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["job"]["fp8"] and out["job"]["schedule"] == "dualpipe"
     assert out["job"]["overlap"]["ep_comm"] and out["schedule"]["schedule"] == "dualpipe"
+
+
+def test_job_file_schedule_and_fp8_keys(tmp_path, capsys):
+    from tuner.cli import main
+
+    good = tmp_path / "job.yaml"
+    good.write_text("model: gpt3-13b\ngpu: h100\ntp: 8\npp: 4\nglobal_batch: 16\n"
+                    "schedule: zb\nfp8: true\n")
+    assert main(["predict", "--job", str(good), "--json"]) == 0
+    assert '"schedule": "zb"' in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: gpt3-13b\nschedule: pipedream\n")
+    assert main(["predict", "--job", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "schedule" in err and "dualpipe" in err and err.count("\n") == 1
