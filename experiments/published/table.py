@@ -33,7 +33,10 @@ Sources:
   tables; NVIDIA-NeMo/Megatron-Bridge): 25.11 container (Llama 3 8B with FSDP), 26.02 (Llama 3
   70B, Llama 3.1 405B), 25.09 (DeepSeek-V3, dropless, force-balanced routing); FP8 rows run
   ``--fp8``; sequence parallelism with TP, every overlap and the distributed optimizer assumed
-  (the page does not print them).
+  (the page does not print them); the DeepSeek-V3 row's recipe:
+  ``scripts/performance/configs/deepseek/deepseek_workload_base_configs.py`` (H100 V1: TP 2, PP 8,
+  VP 4, EP 64, batch 8,192, HybridEP dispatcher, no all-to-all overlap, gradients reduced in
+  bf16).
 """
 
 from __future__ import annotations
@@ -156,11 +159,16 @@ TODAY = [
     Row("MB 25.09 DGX-H100 DeepSeekV3 (MoE)",
         "netsim predict --model deepseek-v3 --gpu h100 --tp 2 --pp 8 --dp 64 --ep 64 "
         "--virtual-stages 4 --seq 4096 --global-batch 8192 --sp --fp8 --distributed-optimizer "
-        "--overlap megascale", "tokens/s/GPU", 1297, slow=True,
+        "--overlap megascale --grad-bytes 2", "tokens/s/GPU", 1297, slow=True,
         miss=" ".join("""the exposed EP all-to-all is most of the predicted iteration
-        (CSV column exposed_comm_s); the page does not say which MoE dispatcher or
-        all-to-all overlap the 25.09 recipe ran (none is assumed here: --overlap ep_comm
-        would hide it)""".split())),
+        (CSV column exposed_comm_s). The recipe (Megatron-Bridge
+        scripts/performance/configs/deepseek, DEEPSEEK_V3_PRETRAIN_CONFIG_H100_V1) runs no
+        all-to-all overlap (moe_a2a_overlap False), as assumed, but the HybridEP dispatcher,
+        which sends a token once per destination node, where the all-to-all priced here sends
+        one copy per routed expert; with 4 of 8 expert groups per token and each group on 2
+        nodes at this layout, --moe-node-limit does not describe it exactly (with 4 the row
+        comes out high). The recipe also recomputes the MLA up-projections and the MLPs
+        (selective recomputation), which is not modelled""".split())),
 ]
 
 ROWS: list[Row] = MEGATRON + MEGASCALE + TODAY
