@@ -1,39 +1,22 @@
-"""The tables and error figures of the published study's README, from ``results/published.csv``
-and ``results/modern.csv`` (``python -m experiments.results --render --study published``)."""
+"""The published study's table and summary, from ``results/published.csv``
+(``python -m experiments.results --render --study published``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from experiments.compare import read_csv
-from experiments.render import markdown_table
+from experiments.published.run import render, summary
 
 
-def _value(x: str) -> str:
-    v = float(x)
-    return f"{v:,.0f}" if v >= 1000 else f"{v:.4g}"
-
-
-def table(rows: list[dict]) -> str:
-    body = [[r["source"], r["model"], f"{int(r['gpus']):,}", r["tp"], r["pp"], r["v"],
-             r["metric"], _value(r["published"]), _value(r["predicted"]),
-             f"{100 * float(r['error']):+.1f}%"] for r in rows]
-    return markdown_table(["source", "model", "GPUs", "t", "p", "v", "metric", "published",
-                           "predicted", "error"], body, "llrrrrlrrr")
-
-
-def _errors(rows: list[dict]) -> str:
-    err = np.abs([float(r["error"]) for r in rows])
-    return (f"{len(err)} rows, median absolute error {100 * np.median(err):.1f}%, worst "
-            f"{100 * err.max():.1f}%")
+def held_out(rows: list[dict]) -> str:
+    """``38 rows, median absolute error 4.0%, worst 55.2%`` over the rows not fitted on."""
+    s = summary([{**r, "fitted": str(r["fitted"]) == "True", "error": float(r["error"])}
+                 for r in rows])
+    return (f"{s['held_out_rows']} rows, median absolute error {s['median_abs_error']:.1%}, "
+            f"worst {s['max_abs_error']:.1%}")
 
 
 def values(results: Path) -> dict[str, str]:
-    old = read_csv(results / "published.csv")
-    new = read_csv(results / "modern.csv")
-    return {"published.table": table(old), "published.modern_table": table(new),
-            # row 1 of each table is the one the efficiency is fitted on
-            "published.held_out": _errors(old[1:]),
-            "published.modern_held_out": _errors(new[1:])}
+    rows = read_csv(results / "published.csv")
+    return {"published-table": render(rows), "published.held_out": held_out(rows)}

@@ -1,151 +1,203 @@
-"""Predict published large-scale GPT training throughput from the published configurations.
+"""Published training throughput predicted by ``netsim predict`` commands as a user types them.
 
-    python -m experiments.published.run [--json]
+    python -m experiments.published.run [-o DIR] [--quick] [--json] [--docs] [--fit]
 
-Sources (rows quoted from the papers' tables):
-
-* Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
-  Megatron-LM" (SC'21, arXiv:2104.04473), Table 1 (weak scaling, A100 80 GB on Selene, 8 x
-  200 Gb/s HDR per server, seq 2048, V 51,200, activation recomputation; metric: achieved
-  teraFLOP/s per GPU counting the recomputed forward, Eq. 3) and Table 2 (GPT-3 175B, PTD-P,
-  batch 1536, micro-batch 1, model-parallel size 96 = t 8 x p 12).
-* Jiang et al. 2024, "MegaScale" (NSDI'24, arXiv:2402.15627): 55.2% MFU for 175B on 12,288
-  GPUs, 1.34x Megatron-LM (abstract); 12,288 GPUs = tp 8, pp 8, dp 192, batch 6144, 1,984k
-  tokens/s, 6.34 s per iteration (Table 2 as tabulated in github.com/JaneLiCC/Notes eos.md).
-
-What the papers do not state is assumed, the same way for every row: micro-batch 1;
-interleaved schedule with the largest v <= 4 dividing the layers per stage (v = 1 without
-pipelining); gradients reduced in fp16 (2 bytes) without overlap for Megatron-LM 2021;
-MegaScale with every overlap, the distributed optimizer and FlashAttention.
-
-Calibration: the A100 profile's ``gemm_efficiency`` is the one free compute parameter. It was
-fitted on Table 1's first row only (1.7B, 32 GPUs, pure data parallelism) and every other row
-is held out; ``--fit`` redoes that fit.
+Every row of ``experiments.published.table.ROWS`` is run through the CLI (``netsim predict ...
+--json``, in process); the prediction is compared with the published figure. Writes
+``published.csv`` and ``published.png`` to DIR (default ``experiments/published/results``);
+``--docs`` renders the table from that CSV into ``docs/validation.md`` and this study's
+README; ``--quick`` leaves out the rows marked slow; ``--fit`` refits the suite's one compute
+parameter (``netsim.model.efficiency.TRAINING_FACTOR``) on Megatron-LM Table 1 row 1 and
+prints it (every other row is held out from it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import shlex
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from netsim.model.hardware import A100, HardwareProfile
-from netsim.model.models import get_model
-from netsim.workload import JobSpec, Overlap, predict
+from experiments._output import write_csv
+from experiments.published.table import ROWS, Row
 
-A100_PEAK_TFLOPS = 312.0
-# model, tp, pp, GPUs, batch, published TFLOP/s per GPU
-MEGATRON_TABLE1 = (
-    ("megatron-1.7b", 1, 1, 32, 512, 137), ("megatron-3.6b", 2, 1, 64, 512, 138),
-    ("megatron-7.5b", 4, 1, 128, 512, 142), ("megatron-18b", 8, 1, 256, 1024, 135),
-    ("megatron-39b", 8, 2, 512, 1536, 138), ("megatron-76b", 8, 4, 1024, 1792, 140),
-    ("megatron-145b", 8, 8, 1536, 2304, 148), ("megatron-310b", 8, 16, 1920, 2160, 155),
-    ("megatron-530b", 8, 35, 2520, 2520, 163), ("megatron-1t", 8, 64, 3072, 3072, 163),
-)
-MEGATRON_TABLE2 = (("megatron-gpt3-175b", 8, 12, 384, 1536, 153),
-                   ("megatron-gpt3-175b", 8, 12, 768, 1536, 149),
-                   ("megatron-gpt3-175b", 8, 12, 1536, 1536, 141))
+HERE = Path(__file__).parent
+RESULTS = HERE / "results"
+PEAK_TFLOPS = {"a100": 312.0, "h100": 989.0, "h800": 989.0, "h200": 989.0}
+TOLERANCE = 0.15
 
 
-def interleave(model: str, tp: int, pp: int, gpus: int, batch: int) -> int:
-    """The v rule stated in the module docstring."""
-    if pp == 1:
-        return 1
-    per_stage = get_model(model).layers // pp
-    m = batch // (gpus // (tp * pp))
-    return max(v for v in range(1, 5) if per_stage % v == 0 and (v == 1 or m % pp == 0))
+def cli_prediction(command: str) -> dict:
+    """The JSON ``netsim predict`` prints for ``command`` (``ValueError`` with its stderr)."""
+    from tuner.cli import main
+
+    argv = shlex.split(command)[1:] + ["--json"]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(argv)
+    if status:
+        raise ValueError(f"{command}: exit {status}: {err.getvalue().strip()}")
+    return json.loads(out.getvalue())
 
 
-def megatron_job(model: str, tp: int, pp: int, gpus: int, batch: int) -> JobSpec:
-    return JobSpec(model=model, gpu="a100", tp=tp, pp=pp, dp=gpus // (tp * pp),
-                   global_batch=batch, micro_batch=1, recompute=True, grad_bytes=2,
-                   virtual_stages=interleave(model, tp, pp, gpus, batch))
+def metric_value(pred: dict, metric: str) -> float:
+    """The row's metric from a prediction's JSON."""
+    if metric == "TFLOP/s/GPU":
+        return pred["hfu"] * PEAK_TFLOPS[pred["hardware"]]
+    if metric == "MFU":
+        return pred["mfu"]
+    if metric == "tokens/s":
+        return pred["tokens_per_s"]
+    if metric == "tokens/s/GPU":
+        return pred["tokens_per_s"] / pred["gpus"]
+    raise ValueError(f"unknown metric {metric!r}")
 
 
-def megascale_job(overlap: Overlap, dist_opt: bool) -> JobSpec:
-    return JobSpec(model="megascale-175b", gpu="a100", gpus=12288, tp=8, pp=8, dp=192,
-                   global_batch=6144, micro_batch=1, distributed_optimizer=dist_opt,
-                   virtual_stages=interleave("megascale-175b", 8, 8, 12288, 6144),
-                   overlap=overlap)
+def predict_row(row: Row) -> dict:
+    """Prediction, error and the row's provenance, one flat dict (a CSV row)."""
+    pred = cli_prediction(row.command)
+    value = metric_value(pred, row.metric)
+    return {"source": row.source, "command": row.command, "metric": row.metric,
+            "published": row.published, "predicted": value,
+            "error": (value - row.published) / row.published, "fitted": row.fitted,
+            "iteration_s": pred["iteration_s"], "bubble_fraction": pred["bubble_fraction"],
+            "mfu": pred["mfu"], "mfu_causal": pred["mfu_causal"],
+            "exposed_comm_s": pred["exposed_comm_s"]["total"], "miss": row.miss}
 
 
-def rows(hw: HardwareProfile) -> list[dict]:
-    out = []
-    for source, table in (("Megatron-LM 2021 Table 1", MEGATRON_TABLE1),
-                          ("Megatron-LM 2021 Table 2", MEGATRON_TABLE2)):
-        for model, tp, pp, gpus, batch, published in table:
-            job = megatron_job(model, tp, pp, gpus, batch)
-            pred = predict(job, hardware=hw)
-            out.append(_row(source, job, "TFLOP/s/GPU", pred.hfu * A100_PEAK_TFLOPS, published))
-    flash = hw.replace(flash_attention=True)
-    ms = predict(megascale_job(Overlap.megascale(), True), hardware=flash)
-    out.append(_row("MegaScale (abstract)", megascale_job(Overlap.megascale(), True), "MFU",
-                    ms.mfu, 0.552))
-    out.append(_row("MegaScale Table 2", megascale_job(Overlap.megascale(), True),
-                    "tokens/s", ms.tokens_per_s, 1.984e6))
-    base = megascale_job(Overlap(), False)
-    mg = predict(base, hardware=hw)
-    out.append(_row("MegaScale: Megatron-LM baseline (55.2% / 1.34)", base, "MFU", mg.mfu,
-                    0.552 / 1.34))
-    return out
+def run_rows(rows: list[Row]) -> list[dict]:
+    return [predict_row(r) for r in rows]
 
 
-def _row(source: str, job: JobSpec, metric: str, predicted: float, published: float) -> dict:
-    return {"source": source, "model": job.model, "gpus": job.world, "tp": job.tp,
-            "pp": job.pp, "dp": job.dp, "batch": job.batch, "v": job.virtual_stages,
-            "metric": metric, "published": published, "predicted": predicted,
-            "error": (predicted - published) / published}
+def summary(table: list[dict]) -> dict:
+    """Held-out rows (all but the fitted one): median and worst |error|, rows beyond 15%."""
+    held = [r for r in table if not r["fitted"]]
+    err = np.abs([r["error"] for r in held])
+    return {"held_out_rows": len(held), "median_abs_error": float(np.median(err)),
+            "max_abs_error": float(err.max()),
+            "beyond_tolerance": [r["source"] for r in held if abs(r["error"]) > TOLERANCE]}
 
 
-def fit_gemm_efficiency(hw: HardwareProfile = A100) -> float:
-    """Bisect ``gemm_efficiency`` so that Table 1 row 1 (1.7B, 32 GPUs) is reproduced."""
-    model, tp, pp, gpus, batch, published = MEGATRON_TABLE1[0]
-    job = megatron_job(model, tp, pp, gpus, batch)
-    lo, hi = 0.2, 1.0
-    for _ in range(40):
+def fit_training_factor() -> float:
+    """Bisect the training factor so that Megatron-LM Table 1 row 1 (137 TFLOP/s) comes out."""
+    from netsim.model.efficiency import ATTENTION_FRACTION, MAMF_FRACTION
+    from netsim.model.hardware import A100
+    from netsim.workload import predict
+
+    row = ROWS[0]
+    job = job_of(row.command)
+    lo, hi = 0.3, 1.0
+    for _ in range(16):  # 0.7 / 2^16 < 1.1e-5
         mid = (lo + hi) / 2
-        tflops = predict(job, hardware=hw.replace(gemm_efficiency=mid)).hfu * A100_PEAK_TFLOPS
-        lo, hi = (mid, hi) if tflops < published else (lo, mid)
+        hw = A100.replace(gemm_efficiency=MAMF_FRACTION["a100"] * mid,
+                          attention_efficiency=ATTENTION_FRACTION["a100"] * mid)
+        tflops = predict(job, hardware=hw).hfu * PEAK_TFLOPS["a100"]
+        lo, hi = (mid, hi) if tflops < row.published else (lo, mid)
     return (lo + hi) / 2
+
+
+def job_of(command: str):
+    """The ``JobSpec`` a ``netsim predict`` command describes."""
+    from tuner.cli import build_parser
+    from tuner.cli.predict import _job_from_args
+
+    return _job_from_args(build_parser().parse_args(shlex.split(command)[1:]))
+
+
+def render(table: list[dict]) -> str:
+    """The Markdown table of the CSV rows plus the summary line."""
+    lines = ["| source | command | metric | published | predicted | error |",
+             "|---|---|---|---|---|---|"]
+    for r in table:
+        mark = " (fitted)" if _truthy(r["fitted"]) else ""
+        cmd = str(r["command"]).replace("netsim predict ", "")
+        lines.append(f"| {r['source']}{mark} | `{cmd}` | {r['metric']} | "
+                     f"{_fmt(float(r['published']))} | {_fmt(float(r['predicted']))} | "
+                     f"{float(r['error']):+.1%} |")
+    s = summary([{**r, "fitted": _truthy(r["fitted"]), "error": float(r["error"])}
+                 for r in table])
+    lines += ["", f"Held-out rows ({s['held_out_rows']}): median |error| "
+              f"{s['median_abs_error']:.1%}, worst {s['max_abs_error']:.1%}; beyond 15%: "
+              f"{', '.join(s['beyond_tolerance']) or 'none'}."]
+    misses = [r for r in table if r["miss"]]
+    lines += [f"\n* {r['source']}: {r['miss']}" for r in misses]
+    return "\n".join(lines)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3f}" if x < 1 else f"{x:,.0f}"
+
+
+def _truthy(v) -> bool:
+    return v is True or str(v) == "True"
+
+
+BEGIN, END = "<!-- published-table:begin -->", "<!-- published-table:end -->"
+
+
+def write_between(doc: Path, text: str) -> None:
+    """Replace what lies between the published-table markers of ``doc`` with ``text``."""
+    body = doc.read_text()
+    i, j = body.index(BEGIN) + len(BEGIN), body.index(END)
+    doc.write_text(body[:i] + "\n" + text + "\n" + body[j:])
+
+
+def figure(table: list[dict], path: Path | None = None):
+    """Predicted / published per row, the 15% band shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments._output import finish_figure
+
+    ratio = [1 + float(r["error"]) for r in table]
+    fig, ax = plt.subplots(figsize=(7, 0.22 * len(table) + 1.2))
+    y = np.arange(len(table))
+    ax.axvspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.9")
+    ax.scatter(ratio, y, s=14)
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_yticks(y, [r["source"] for r in table], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("predicted / published (shaded: within 15%)")
+    return finish_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--fit", action="store_true", help="refit gemm_efficiency on row 1 first")
+    ap.add_argument("-o", "--out", type=Path, default=RESULTS)
+    ap.add_argument("--quick", action="store_true", help="leave out the slow rows")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--modern", action="store_true",
-                    help="also the Llama 3 405B and DeepSeek-V3 rows (experiments.published.modern)")
+    ap.add_argument("--docs", action="store_true",
+                    help="render the table into docs/validation.md and the README")
+    ap.add_argument("--fit", action="store_true", help="refit the training factor first")
     args = ap.parse_args(argv)
-    hw = A100
     if args.fit:
-        eff = fit_gemm_efficiency()
-        print(f"fitted gemm_efficiency {eff:.4f} (profile default {A100.gemm_efficiency})",
-              file=sys.stderr)
-        hw = A100.replace(gemm_efficiency=eff)
-    table = rows(hw)
-    held = np.abs([r["error"] for r in table[1:]])
-    summary = {"gemm_efficiency": hw.gemm_efficiency, "held_out_rows": int(held.size),
-               "median_abs_error": float(np.median(held)), "max_abs_error": float(held.max())}
+        print(f"training factor fitted on Megatron-LM Table 1 row 1: "
+              f"{fit_training_factor():.4f}", file=sys.stderr)
+    rows = [r for r in ROWS if not (args.quick and r.slow)]
+    table = run_rows(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out / "published.csv", table)
+    figure(table, args.out / "published.png")
+    if args.docs:
+        text = render(table)
+        for doc in (HERE.parent.parent / "docs" / "validation.md", HERE / "README.md"):
+            write_between(doc, text)
     if args.json:
-        print(json.dumps({"rows": table, "summary": summary}, indent=2))
+        print(json.dumps({"rows": table, "summary": summary(table)}, indent=2))
         return 0
-    print(f"{'source':48s} {'model':19s} {'GPUs':>5s} {'t':>2s} {'p':>3s} {'v':>2s} "
-          f"{'metric':12s} {'published':>10s} {'predicted':>10s} {'error':>7s}")
     for r in table:
-        print(f"{r['source']:48s} {r['model']:19s} {r['gpus']:5d} {r['tp']:2d} {r['pp']:3d} "
-              f"{r['v']:2d} {r['metric']:12s} {r['published']:10.4g} {r['predicted']:10.4g} "
-              f"{r['error']:+7.1%}")
-    print(f"held-out rows: median |error| {summary['median_abs_error']:.1%}, "
-          f"worst {summary['max_abs_error']:.1%}")
-    if args.modern:
-        from experiments.published.modern import modern_rows, print_rows
-
-        modern = modern_rows()
-        print(f"\ntoday's jobs (H100/H800 gemm_efficiency {modern[0]['gemm_efficiency']:.4f} "
-              "fitted on the first Llama 3 row):")
-        print_rows(modern)
+        print(f"{r['source']:48s} {r['metric']:13s} {r['published']:>10.4g} "
+              f"{r['predicted']:>10.4g} {r['error']:+7.1%}")
+    s = summary(table)
+    print(f"held-out rows {s['held_out_rows']}: median |error| {s['median_abs_error']:.1%}, "
+          f"worst {s['max_abs_error']:.1%}")
     return 0
 
 

@@ -13,12 +13,12 @@ Peak numbers are the vendors' data-sheet figures:
   DGX H200: 8 x 400 Gb/s.
 
 The ``*_efficiency`` fields are not data-sheet values: they are the fraction of peak that real
-kernels and NCCL reach. Defaults are assumptions stated here and replaced by a calibration
-(``netsim calibrate``) when one is given: ``gemm_efficiency`` = 0.63 is the value that
-reproduces Megatron-LM's 1.7B pure data-parallel row on A100 (Narayanan et al. 2021 Table 1
-row 1: 137 TFLOP/s; ``python -m experiments.published.run --fit`` gives 0.628) and is
-assumed for H100/H200 too (unverified there);
-NCCL bus bandwidth over NVLink is taken as 0.8 of the per-direction NVLink rate and over the
+kernels and NCCL reach, replaced by a calibration (``netsim calibrate``) when one is given.
+The compute ones (``gemm_efficiency``, ``fp8_gemm_efficiency``, ``attention_efficiency``) come
+from ``netsim.model.efficiency``: a published microbenchmark's fraction of peak per GPU and
+kernel class, times the one training factor fitted on Megatron-LM's 1.7B row (the defaults of
+a profile built by hand are the A100's). Hopper's FP8 dense peak is
+1,979 TFLOP/s (H100 SXM datasheet; 3,958 with sparsity). NCCL bus bandwidth over NVLink is taken as 0.8 of the per-direction NVLink rate and over the
 network as 0.9 of the NIC line rate (nccl-tests ``busbw`` "should reflect the speed of the
 hardware bottleneck", ``nccl-roce.md`` section 2.1).
 """
@@ -29,6 +29,13 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from netsim.model.efficiency import (
+    ATTENTION_FRACTION,
+    FP8_FRACTION,
+    HOPPER_FP8_PEAK_FLOPS_PER_S,
+    MAMF_FRACTION,
+    training_efficiency,
+)
 from topologies.units import GB, gbps
 
 
@@ -52,8 +59,14 @@ class HardwareProfile:
     """Compute NICs per server."""
     nic_bps: float = gbps(200)
     """Line rate of one NIC, bit/s."""
-    gemm_efficiency: float = 0.63
-    """Fraction of peak FLOP/s that training matmuls reach (fitted, see module doc)."""
+    gemm_efficiency: float = training_efficiency(MAMF_FRACTION["a100"])
+    """Fraction of the BF16 peak that training matmuls reach (``netsim.model.efficiency``)."""
+    fp8_peak_flops_per_s: float = 0.0
+    """Dense FP8 tensor-core peak per GPU, FLOP/s (0: no FP8 tensor cores, ``--fp8`` refused)."""
+    fp8_gemm_efficiency: float = training_efficiency(FP8_FRACTION)
+    """Fraction of the FP8 peak that training's FP8 GEMMs reach (``netsim.model.efficiency``)."""
+    attention_efficiency: float = training_efficiency(ATTENTION_FRACTION["a100"])
+    """Fraction of the BF16 peak FlashAttention reaches (with ``flash_attention``)."""
     memory_efficiency: float = 0.7
     """Fraction of HBM bandwidth element-wise kernels reach (assumption)."""
     nvlink_efficiency: float = 0.8
@@ -79,9 +92,11 @@ class HardwareProfile:
             if not getattr(self, field) > 0:
                 raise ValueError(f"hardware.{field} must be positive (math.inf is allowed)")
         for field in ("gemm_efficiency", "memory_efficiency", "nvlink_efficiency",
-                      "net_efficiency"):
+                      "net_efficiency", "fp8_gemm_efficiency", "attention_efficiency"):
             if not 0 < getattr(self, field) <= 1:
                 raise ValueError(f"hardware.{field} must lie in (0, 1]")
+        if self.fp8_peak_flops_per_s < 0:
+            raise ValueError("hardware.fp8_peak_flops_per_s must be >= 0 (0: no FP8)")
         if not self.host_cores > 0:
             raise ValueError("hardware.host_cores must be positive (math.inf: not shared)")
         if self.gpus_per_server <= 0 or self.nics_per_server <= 0:
@@ -106,17 +121,23 @@ class HardwareProfile:
                             net_latency_s=0.0)
 
 
+_AMPERE = dict(gemm_efficiency=training_efficiency(MAMF_FRACTION["a100"]),
+               attention_efficiency=training_efficiency(ATTENTION_FRACTION["a100"]))
+_HOPPER = dict(gemm_efficiency=training_efficiency(MAMF_FRACTION["h100"]),
+               fp8_peak_flops_per_s=HOPPER_FP8_PEAK_FLOPS_PER_S,
+               fp8_gemm_efficiency=training_efficiency(FP8_FRACTION),
+               attention_efficiency=training_efficiency(ATTENTION_FRACTION["h100"]))
 A100 = HardwareProfile(
     name="a100", peak_flops_per_s=312e12, hbm_bytes=80 * GB, hbm_bytes_per_s=2039 * GB,
-    nvlink_bps=300 * GB * 8, nic_bps=gbps(200),
+    nvlink_bps=300 * GB * 8, nic_bps=gbps(200), **_AMPERE,
 )
 H100 = HardwareProfile(
     name="h100", peak_flops_per_s=989e12, hbm_bytes=80 * GB, hbm_bytes_per_s=3350 * GB,
-    nvlink_bps=450 * GB * 8, nic_bps=gbps(400), flash_attention=True,
+    nvlink_bps=450 * GB * 8, nic_bps=gbps(400), flash_attention=True, **_HOPPER,
 )
 H200 = HardwareProfile(
     name="h200", peak_flops_per_s=989e12, hbm_bytes=141 * GB, hbm_bytes_per_s=4800 * GB,
-    nvlink_bps=450 * GB * 8, nic_bps=gbps(400), flash_attention=True,
+    nvlink_bps=450 * GB * 8, nic_bps=gbps(400), flash_attention=True, **_HOPPER,
 )
 
 # H800 SXM: the export variant of H100 SXM, same compute and HBM3, NVLink cut to 400 GB/s

@@ -51,7 +51,9 @@ class Overlap:
         return cls(dp_grad_reduce=True, dp_param_gather=True, pp_send_recv=True, tp_comm=True)
 
 
-SCHEDULES = ("1f1b", "interleaved")
+SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
+"""Pipeline schedules: 1F1B (PipeDream-Flush), interleaved 1F1B (``virtual_stages`` > 1),
+DeepSeek-V3's DualPipe and zero-bubble ZB-H1 (``netsim.workload.schedules``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -117,6 +119,14 @@ class JobSpec:
     """Feed-forward width override."""
     virtual_stages: int = 1
     """Model chunks per pipeline stage (interleaved 1F1B when > 1)."""
+    schedule: str | None = None
+    """Pipeline schedule (``SCHEDULES``); None: interleaved with virtual stages, else 1F1B."""
+    fp8: bool = False
+    """Transformer-layer GEMMs in FP8 (Transformer Engine / DeepSeek-V3): the GPU's FP8 peak at
+    its FP8 efficiency; attention, logits and communication stay BF16."""
+    moe_node_limit: int = 0
+    """Node-limited routing (DeepSeek-V3 section 2.1.2: each token to at most M = 4 nodes):
+    a token crosses the network to at most this many nodes; 0: unlimited."""
     recompute: bool = False
     """Full activation recomputation (Megatron ``--recompute-granularity full``)."""
     distributed_optimizer: bool = False
@@ -146,9 +156,10 @@ class JobSpec:
         return self.global_batch or 4 * self.pp * self.dp * self.micro_batch
 
     @property
-    def schedule(self) -> str:
-        """Pipeline schedule: 1F1B (PipeDream-Flush), or interleaved 1F1B with virtual stages."""
-        return "interleaved" if self.virtual_stages > 1 else "1f1b"
+    def pipeline_schedule(self) -> str:
+        """The schedule that runs: ``schedule``, or interleaved 1F1B with virtual stages and
+        plain 1F1B without."""
+        return self.schedule or ("interleaved" if self.virtual_stages > 1 else "1f1b")
 
     @property
     def expert_dp(self) -> int:
@@ -231,6 +242,24 @@ def validate(job: JobSpec) -> None:
     if job.virtual_stages > 1 and job.micro_batches % job.pp:
         raise ValueError(f"interleaved schedule needs micro-batches ({job.micro_batches}) "
                          f"divisible by pp ({job.pp}); change --global-batch")
+    validate_schedule(job)
+
+
+def validate_schedule(job: JobSpec) -> None:
+    """Refuse a schedule the degrees cannot run (reason and fix named)."""
+    name = job.pipeline_schedule
+    if name not in SCHEDULES:
+        raise ValueError(f"job.schedule {job.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+    if name == "interleaved" and job.virtual_stages < 2:
+        raise ValueError("schedule interleaved needs --virtual-stages >= 2")
+    if name in ("1f1b", "dualpipe", "zb") and job.virtual_stages > 1:
+        raise ValueError(f"schedule {name} runs one chunk per stage: drop --virtual-stages "
+                         "or use --schedule interleaved")
+    if name == "dualpipe" and (job.pp % 2 or job.micro_batches % 2):
+        raise ValueError(f"DualPipe needs an even pp ({job.pp}) and an even number of "
+                         f"micro-batches ({job.micro_batches}) (DeepSeek-V3 section 3.2.1)")
+    if job.moe_node_limit < 0:
+        raise ValueError("job.moe_node_limit must be >= 0 (0: unlimited)")
 
 
 def rank_grid(job: JobSpec, placement: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
@@ -279,6 +308,8 @@ JOB_RULES: dict[str, dict[str, Any]] = {
     "grad_bytes": dict(choices=_bytes_choices, example=4),
     "gpu": dict(choices=_gpu_choices, example="a100"),
     "order": dict(example="tp-cp-ep-dp-pp"),
+    "schedule": dict(choices=SCHEDULES, example="interleaved"),
+    "moe_node_limit": dict(min=0, max=2**20, example=4),
 }
 
 #: Bytes per rank a job needs at least: the fabric it runs on (1,940 B per GPU measured on

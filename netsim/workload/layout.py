@@ -13,7 +13,9 @@ when they can. Otherwise Megatron-Core's ``--account-for-embedding-in-pipeline-s
 --account-for-loss-in-pipeline-split`` rule applies: the embedding and the loss each count as
 one layer, so ``layers + 2`` must divide by ``pp x v`` and the first and last virtual stage
 build one layer fewer, which is Llama 3 405B's 126 layers on 16 stages (Llama 3 paper,
-arXiv:2407.21783, section 3.3.2: one layer fewer on the first and on the last stage).
+arXiv:2407.21783, section 3.3.2: one layer fewer on the first and on the last stage). With
+virtual stages and neither rule dividing, the split is as even as it goes (``balanced_split``,
+uneven interleaved stages such as DeepSeek-V3 on pp 4 x v 8).
 ``first_stage_layers`` / ``last_stage_layers`` override it as Megatron-Core's
 ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers`` do: the
 remaining layers divide evenly over the other stages, and a stage's layers divide over its
@@ -120,10 +122,29 @@ def stage_layers(layers: int, pp: int, v: int, first: int | None = None,
             out[0] -= 1
             out[-1] -= 1
             return out
+        if v > 1 and layers >= nq:
+            return balanced_split(layers, nq)
         raise ValueError(f"layers {layers} not divisible by pp x virtual_stages = {nq}, nor "
                          f"layers + 2 (one fewer on the first and last stage): set "
                          f"--first-stage-layers/--last-stage-layers or change --pp/--virtual-stages")
     return _explicit_split(layers, pp, v, first, last)
+
+
+def balanced_split(layers: int, nq: int) -> np.ndarray:
+    """Uneven interleaved stages (e.g. DeepSeek-V3's 61 layers on pp 4 x v 8): ``layers + 2``
+    units (the embedding and the loss count as one layer each) spread over the ``nq`` virtual
+    stages as evenly as they go, the larger shares to the first and last virtual stage first
+    (they give one unit each to the embedding and the loss), then in order."""
+    base, extra = divmod(layers + 2, nq)
+    out = np.full(nq, base, dtype=np.int64)
+    order = [0, nq - 1] + list(range(1, nq - 1))
+    out[order[:extra]] += 1
+    out[0] -= 1
+    out[-1] -= 1
+    if (out < 1).any():
+        raise ValueError(f"layers {layers} cannot give every one of {nq} virtual stages a "
+                         "layer: lower --pp or --virtual-stages")
+    return out
 
 
 def _explicit_split(layers: int, pp: int, v: int, first: int | None,

@@ -114,6 +114,7 @@ class MegaScaleCompute:
             mult = 1.0 if task.phase == "forward" else 2.0
             saved = mult * task.layers * self.attn * (1.0 - self.pairs)
             task = replace(task, flops=max(0.0, task.flops - saved),
+                           attn_flops=max(0.0, task.attn_flops - saved),
                            bytes=task.bytes * self.bytes)
         return self.inner.task_s(task)
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 import netsim.workload.layout as layout
+from netsim.model.efficiency import OVERLAP_SM_FRACTION
 from netsim.model.hardware import HardwareProfile, get_hardware
 from netsim.workload.comm import (
     AnalyticCommModel,
@@ -48,6 +49,7 @@ from netsim.workload.host import HostCost, host_bound_s, stage_calls
 from netsim.workload.job import JobSpec
 from netsim.workload.layout import layer_kinds
 from netsim.workload.pipeline import PipelineRun, simulate_pipeline
+from netsim.workload.schedules import CLOSED_FORM, closed_form_pipeline
 from netsim.workload.volumes import cp_kv_width, ep_bytes, fsdp_calls, fsdp_shard_ranks
 
 KINDS = ("tp", "cp", "ep", "pp", "dp", "embedding")
@@ -82,6 +84,9 @@ class Prediction:
     micro_batches: int
     model_flops: float
     gpus: int
+    mfu_causal: float = 0.0
+    """MFU with the attention core counted causally (half the score and context FLOPs), the
+    convention of FlashAttention's own FLOP counts; ``mfu`` counts it whole (PaLM, Megatron)."""
     critical_path: list[dict] = field(default_factory=list)
     job: dict = field(default_factory=dict)
     host_s: float = 0.0
@@ -449,8 +454,9 @@ class _ComputeTimes:
 
 
 def _compute_times(job: JobSpec, model, hw: HardwareProfile, cm: ComputeModel) -> _ComputeTimes:
-    f, bwd = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention, cp=job.cp)
-    fm, bm = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention, moe=True, cp=job.cp)
+    kw = dict(cp=job.cp, ep=job.ep, fp8=job.fp8)
+    f, bwd = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention, **kw)
+    fm, bm = layer_tasks(model, job.micro_batch, job.tp, hw.flash_attention, moe=True, **kw)
     lf, lb = logit_tasks(model, job.micro_batch, job.tp, job.cp)
     return _ComputeTimes(tf=cm.task_s(f), tb=cm.task_s(bwd), tf_moe=cm.task_s(fm),
                          tb_moe=cm.task_s(bm),
@@ -488,10 +494,14 @@ def _layer_times(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes, moe: bool)
     tp2 = 2 * comm.tp  # two all-reduces (or RS + AG pairs) per layer each way
     fwd = tf + exposed(tp2, tf, ov.tp_comm) + exposed(comm.cp, attn_f, ov.cp_comm)
     bwd = tb + exposed(tp2, tb, ov.tp_comm) + exposed(2 * comm.cp, 2 * attn_f, ov.cp_comm)
-    if moe:
+    if moe:  # DualPipe always runs a chunk's all-to-all under the other direction's compute
         a2a = 2 * comm.ep  # dispatch + combine, forward; their gradients backward
-        fwd = fwd + exposed(a2a, tf, ov.ep_comm)
-        bwd = bwd + exposed(a2a, tb, ov.ep_comm)
+        hide = ov.ep_comm or job.pipeline_schedule == "dualpipe"
+        if hide and job.ep > 1:  # the all-to-all holds SMs the compute beside it lacks
+            fwd = fwd + tf * (1 / OVERLAP_SM_FRACTION - 1)
+            bwd = bwd + tb * (1 / OVERLAP_SM_FRACTION - 1)
+        fwd = fwd + exposed(a2a, tf, hide)
+        bwd = bwd + exposed(a2a, tb, hide)
     if job.recompute:
         bwd = bwd + fwd
     ag, rs = (comm.fsdp_ag_moe, comm.fsdp_rs_moe) if moe else (comm.fsdp_ag, comm.fsdp_rs)
@@ -556,8 +566,11 @@ def _iterate(job: JobSpec, comp: _ComputeTimes, comm: _CommTimes) -> tuple[float
     last = 1.0 if comp.stage_scale is None else comp.stage_scale[-1]
     fwd[-1] += last * comp.logits_f
     bwd[-1] += last * comp.logits_b
-    run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v,
-                            blocking_send=not job.overlap.pp_send_recv)
+    if job.pipeline_schedule in CLOSED_FORM:
+        run = closed_form_pipeline(job.pipeline_schedule, fwd, bwd, comm.pp, m, p)
+    else:
+        run = simulate_pipeline(fwd, bwd, comm.pp[stage], m, p, v,
+                                blocking_send=not job.overlap.pp_send_recv)
     once = _fsdp_once_s(job, model, comp, comm)
     return float(_stage_done(job, comp, comm, run, fwd, dense + moe, once).max()), run
 
@@ -610,6 +623,8 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         tokens_per_s=tokens / iteration_s,
         mfu=model.model_flops(tokens) / peak,
         hfu=model.hardware_flops(tokens, job.recompute) / peak,
+        mfu_causal=(model.model_flops(tokens) - 1.5 * model.layers
+                    * model.layer_attn_flops_fwd(tokens)) / peak,
         bubble_fraction=bubble / iteration_s,
         bubble_s=bubble,
         exposed_comm_s=exposed,
@@ -635,7 +650,7 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
 def schedule_summary(job: JobSpec) -> dict[str, Any]:
     """The pipeline schedule a report states (MFU moves by tens of percent with it)."""
     per_q = job.stage_layers()
-    return {"schedule": job.schedule, "virtual_stages": job.virtual_stages,
+    return {"schedule": job.pipeline_schedule, "virtual_stages": job.virtual_stages,
             "micro_batches": job.micro_batches,
             "micro_batches_per_stage_in_flight": min(job.micro_batches, job.pp),
             "stage_layers": [int(x) for x in job.stage_layer_counts()],

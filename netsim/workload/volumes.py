@@ -19,10 +19,22 @@ def cp_kv_width(model, tp: int) -> int:
 
 
 def ep_bytes(job: JobSpec, model) -> float:
-    """Bytes one rank sends in one dispatch (or combine) all-to-all: its tokens x top-k x
-    hidden x capacity factor (tokens split over CP, and over TP by sequence parallelism)."""
+    """Bytes one rank sends in one dispatch (or combine) all-to-all: its tokens x copies x
+    hidden x capacity factor (tokens split over CP, and over TP by sequence parallelism).
+
+    A token goes to its ``top_k`` experts; with node-limited routing (``moe_node_limit`` M,
+    DeepSeek-V3 sections 2.1.2 and 3.2.2) it crosses the network once per target node, to at
+    most M nodes, and is forwarded to the experts inside a node over NVLink: min(top_k, M)
+    copies (the NVLink forwarding is not priced apart)."""
     tokens = job.micro_batch * model.seq / job.cp / (job.tp if job.sequence_parallel else 1)
-    return tokens * model.top_k * model.hidden * job.act_bytes * job.capacity_factor
+    return tokens * ep_copies(job, model) * model.hidden * job.act_bytes * job.capacity_factor
+
+
+def ep_copies(job: JobSpec, model) -> int:
+    """Copies of a token one dispatch sends: ``top_k``, or at most ``moe_node_limit``."""
+    if job.moe_node_limit:
+        return min(model.top_k, job.moe_node_limit)
+    return model.top_k
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import sys
 
 from tuner.cli._output import add_command, add_json_flag, format_table, print_json, progress
 
-OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm")
+OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "ep_comm", "cp_comm")
 COMM_MODELS = ("flow", "analytic")
 
 
@@ -36,7 +36,7 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--like", metavar="TRACE_DIR", default=None,
                    help="take the job (model, degrees, batch, micro-batches) from a trace; "
                    "flags win")
-    p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200")
+    p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200, h800")
     p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
     p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
     p.add_argument("--pp", type=int, default=None, help="pipeline-parallel degree")
@@ -364,7 +364,8 @@ def _print_human(pred, fabric, comm: str, hw_name: str) -> None:
     sc = pred.schedule
     print(f"{pred.model_name or j['model']} on {pred.gpus} x {hw_name} (tp {j['tp']}, "
           f"cp {j.get('cp', 1)}, ep {j.get('ep', 1)}, pp {j['pp']}, dp {j['dp']}"
-          f"{', sp' if j.get('sequence_parallel') else ''}{', fsdp' if j.get('fsdp') else ''}, "
+          f"{', sp' if j.get('sequence_parallel') else ''}{', fsdp' if j.get('fsdp') else ''}"
+          f"{', fp8' if j.get('fp8') else ''}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
           f"{fabric.name if fabric is not None else 'synthetic'}, comm model {comm}")
     if sc:

@@ -45,6 +45,14 @@ MODERN_FLAGS: dict[str, tuple[str, type, str]] = {
         "--fsdp-accumulate-unsharded", bool,
         "FSDP gradient accumulation without resharding: gather and reduce once per "
         "iteration, not per micro-batch"),
+    "schedule": ("--schedule", str, "pipeline schedule: 1f1b, interleaved (with "
+                 "--virtual-stages), dualpipe (DeepSeek-V3) or zb (zero-bubble ZB-H1)"),
+    "fp8": ("--fp8", bool, "FP8 GEMMs in the transformer layers (the GPU's FP8 peak and "
+            "efficiency; h100/h800/h200)"),
+    "moe_node_limit": ("--moe-node-limit", int, "node-limited MoE routing: a token goes to at "
+                       "most this many nodes (DeepSeek-V3: 4)"),
+    "grad_bytes": ("--grad-bytes", int, "bytes per gradient element reduced over DP (4: fp32, "
+                   "Megatron's default for bf16; 2: fp16/bf16 reduction)"),
     "layers": ("--layers", int, "layer-count override"),
     "hidden": ("--hidden", int, "hidden-size override"),
     "heads": ("--heads", int, "attention-head override"),
