@@ -639,7 +639,8 @@ def whatifs(run: TraceRun, stragglers: list[Straggler], at_scale: int | None = N
     job's) as ``netsim predict --straggler`` prices it, of ``scale_job`` (default: the traced
     job) with its data parallelism scaled; a straggler's compute is ``slowdown`` times slower.
     """
-    from netsim.diagnose.atscale import Projection, at_scale as project, whatif_rows
+    from netsim.diagnose.atscale import Projection, whatif_rows
+    from netsim.diagnose.atscale import at_scale as project
     from netsim.diagnose.calibration import fit_calibration, job_from_trace
 
     if not stragglers or not run.meta.get("model"):
