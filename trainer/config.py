@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hfconfig import GATED_ACTS, int_key, is_gated, moe_keys, read_hf_file
+from hfconfig import (
+    GATED_ACTS,
+    architecture,
+    canonical_keys,
+    int_key,
+    moe_keys,
+    read_hf_file,
+    training_seq,
+)
 from hfconfig import is_config_path as hf_is_config_path
 from inputspec import InputError
 
@@ -196,14 +204,19 @@ TRAINER_PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh")
 
 def _ffn_kind(data: Mapping) -> tuple[str, str]:
     act = str(data.get("hidden_act")).lower()
-    if act not in GATED_ACTS + TRAINER_PLAIN_ACTS:
-        raise ValueError(f"config.json: hidden_act {act!r} is not one of "
-                         f"{', '.join(GATED_ACTS + TRAINER_PLAIN_ACTS)}")
-    return ("gated", "silu") if is_gated(data) else ("plain", "gelu")
+    allowed = tuple(a for a in GATED_ACTS + TRAINER_PLAIN_ACTS if a != "reglu")  # no ReLU here
+    if act not in allowed:
+        raise ValueError(f"config.json: hidden_act {act!r} is not one of {', '.join(allowed)}")
+    if not architecture(data)[0]:
+        return "plain", "gelu"
+    return "gated", ("gelu" if act.startswith("ge") else "silu")  # Gemma's GeGLU, geglu
 
 
 def model_from_hf(data: Mapping[str, Any], name: str = "", seq: int | None = None) -> ModelConfig:
-    """The :class:`ModelConfig` of a transformers config (a mapping of its keys)."""
+    """The :class:`ModelConfig` of a transformers config (a mapping of its keys); ``seq``
+    None: ``hfconfig.DEFAULT_SEQ`` (capped at ``max_position_embeddings``), never the
+    model's longest context."""
+    data = canonical_keys(data)
     layers, hidden = int_key(data, "num_hidden_layers"), int_key(data, "hidden_size")
     heads = int_key(data, "num_attention_heads")
     if heads == 0 or hidden % heads:
@@ -222,7 +235,7 @@ def model_from_hf(data: Mapping[str, Any], name: str = "", seq: int | None = Non
         raise ValueError(f"config.json: tie_word_embeddings must be true or false, got {tied!r}")
     return ModelConfig(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                        ffn_hidden=ffn_hidden, vocab=int_key(data, "vocab_size"),
-                       seq=seq or int_key(data, "max_position_embeddings"), tied=tied, ffn=ffn,
+                       seq=training_seq(data, seq)[0], tied=tied, ffn=ffn,
                        activation=act, name=name, **moe_keys(data, layers, ffn_hidden))
 
 
