@@ -66,8 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write torch.profiler Chrome traces DIR/kineto-rank{R}.json")
     p.add_argument("--profile-schedule", metavar="W,U,A",
                    help="profiler wait, warmup, active steps (default 1,1,3)")
-    p.add_argument("--inject-slow-rank", type=int, metavar="R",
-                   help="fault injection: rank R's compute takes --slow-factor times longer")
+    p.add_argument("--inject-slow-rank", action="append", metavar="R[:F]",
+                   help="fault injection: rank R's compute takes F (default --slow-factor) "
+                   "times longer; repeat for several ranks")
     p.add_argument("--slow-factor", type=float, metavar="F", help="with --inject-slow-rank (1.0)")
     p.add_argument("--inject-slow-link", metavar="R:PEER",
                    help="fault injection: R's sends to PEER take --link-delay-us longer")

@@ -385,8 +385,9 @@ class TrainConfig:
     """Write torch.profiler (Kineto) Chrome traces here (``trainer.profiling``)."""
     profile_schedule: tuple[int, int, int] = (1, 1, 3)
     """Profiler (wait, warmup, active) steps."""
-    inject_slow_rank: int | None = None
-    """Fault injection (``trainer.faults``): this layout rank computes ``slow_factor`` x slower."""
+    inject_slow_rank: int | str | list | None = None
+    """Fault injection (``trainer.faults``): this layout rank computes ``slow_factor`` x slower;
+    a list names several (each ``R``, ``"R:F"`` or ``[R, F]``)."""
     slow_factor: float = 1.0
     inject_slow_link: tuple[int, int] | None = None
     """Fault injection: (R, PEER), R's sends to PEER take ``link_delay_us`` longer."""
@@ -397,8 +398,13 @@ class TrainConfig:
         from trainer.faults import FaultConfig
 
         link = tuple(self.inject_slow_link) if self.inject_slow_link is not None else None
-        return FaultConfig(slow_rank=self.inject_slow_rank, slow_factor=self.slow_factor,
-                           slow_link=link, link_delay_us=self.link_delay_us)
+        from trainer.faults import parse_slow_rank
+
+        spec = self.inject_slow_rank
+        specs = spec if isinstance(spec, list) else ([] if spec is None else [spec])
+        slow = tuple(parse_slow_rank(x, self.slow_factor) for x in specs)
+        return FaultConfig(slow_ranks=slow, slow_factor=self.slow_factor, slow_link=link,
+                           link_delay_us=self.link_delay_us)
 
     def __post_init__(self) -> None:
         if self.steps < 0:

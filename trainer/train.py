@@ -130,7 +130,8 @@ class Trainer:
         f = self.cfg.fault_config()
         if not f.active:
             return {}
-        return {"faults": {"slow_rank": f.slow_rank, "slow_factor": f.slow_factor,
+        return {"faults": {"slow_rank": f.slow_rank, "slow_factor": dict(f.slow_ranks).get(f.slow_rank, f.slow_factor),
+                           "slow_ranks": [list(x) for x in f.slow_ranks],
                            "slow_link": list(f.slow_link) if f.slow_link else None,
                            "link_delay_us": f.link_delay_us}}
 
