@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cp", type=int, help="context-parallel degree, ring attention (default 1)")
     p.add_argument("--ep", type=int, help="expert-parallel degree, part of dp (default 1)")
     p.add_argument("--dp", type=int, help="data-parallel degree (default: world / (tp x pp))")
+    p.add_argument("--stage-layers", metavar="N,N,...",
+                   help="layers of each pipeline stage, e.g. 3,2 (default: even, or one fewer "
+                   "on the first and last stage, Megatron-Core's rule)")
     p.add_argument("--order", help="rank order, innermost first (default tp-dp-pp, Megatron's)")
     p.add_argument("--micro-batches", type=int, help="micro-batches per iteration (default 1)")
     p.add_argument("--micro-batch-size", "--micro-batch", dest="micro_batch_size", type=int,
@@ -90,7 +93,8 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     gb = args.global_batch or (bp.global_batch if base else dp * mb)
     mb, gb = _micro_batch_size(getattr(args, "micro_batch_size", None), args, dp, mb, gb)
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, order=args.order or bp.order, micro_batches=mb,
-                         global_batch=gb, cp=cp, ep=ep)
+                         global_batch=gb, cp=cp, ep=ep,
+                         stage_layers=_stage_layers(args.stage_layers) or bp.stage_layers)
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
                                           "dtype", "device", "dp_reduce", "bucket_bytes",
                                           "trace_dir", "peak_flops", "save_dir", "save_every",
@@ -105,6 +109,16 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     flags.update(_profile_and_fault_flags(args))
     rest.update({k: v for k, v in flags.items() if v is not None})
     return TrainConfig(model=model, parallel=par, **rest)
+
+
+def _stage_layers(text: str | None) -> tuple[int, ...] | None:
+    """``--stage-layers 3,2`` -> (3, 2)."""
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--stage-layers {text!r}: expected layer counts such as 3,2") from None
 
 
 _MODEL_FLAGS = ("layers", "hidden", "heads", "seq", "vocab", "ffn_hidden", "kv_heads", "experts",

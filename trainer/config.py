@@ -277,8 +277,12 @@ class ParallelConfig:
     """Micro-batches per data-parallel rank per iteration (pipeline depth of work)."""
     global_batch: int = 1
     """Sequences per iteration over all data-parallel ranks."""
+    stage_layers: tuple[int, ...] | None = None
+    """Layers of each pipeline stage (``--stage-layers 3,2``); None: ``stage_split``'s rule."""
 
     def __post_init__(self) -> None:
+        if self.stage_layers is not None:
+            self.stage_layers = tuple(int(x) for x in self.stage_layers)  # YAML gives a list
         for name in ("tp", "cp", "ep", "pp", "dp", "micro_batches", "global_batch"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"parallel.{name} must be a positive integer, got {getattr(self, name)}")
@@ -320,10 +324,35 @@ class ParallelConfig:
             )
 
 
+def stage_split(layers: int, pp: int, given: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """Layers of each pipeline stage: ``given`` (checked), else ``layers / pp`` each, else
+    Megatron-Core's rule when ``layers + 2`` divides by ``pp`` (the embedding and the loss
+    count as a layer each: one layer fewer on the first and on the last stage)."""
+    if given is not None:
+        if len(given) != pp or sum(given) != layers or min(given) < 1:
+            raise ValueError(f"stage_layers={','.join(map(str, given))} must be {pp} counts "
+                             f">= 1 summing to model.layers={layers}")
+        return tuple(given)
+    if layers % pp == 0:
+        return (layers // pp,) * pp
+    if pp > 1 and (layers + 2) % pp == 0 and (layers + 2) // pp >= 2:
+        per = (layers + 2) // pp
+        return (per - 1,) + (per,) * (pp - 2) + (per - 1,)
+    raise ValueError(f"model.layers={layers} does not split over pp={pp} (evenly, or one fewer "
+                     "on the first and last stage): give --stage-layers, e.g. "
+                     f"{','.join(map(str, _example_split(layers, pp)))}")
+
+
+def _example_split(layers: int, pp: int) -> list[int]:
+    return [layers // pp + (1 if i < layers % pp else 0) for i in range(pp)]
+
+
 def check_model_fits(model: ModelConfig, par: ParallelConfig) -> None:
     """Raise ValueError when the model cannot be split by the layout."""
+    if par.pp > model.layers:
+        raise ValueError(f"pp={par.pp} exceeds model.layers={model.layers}")
+    stage_split(model.layers, par.pp, par.stage_layers)
     checks = (
-        (model.layers % par.pp, f"model.layers={model.layers} must be divisible by pp={par.pp}"),
         (model.heads % par.tp, f"model.heads={model.heads} must be divisible by tp={par.tp}"),
         (model.vocab % par.tp, f"model.vocab={model.vocab} must be divisible by tp={par.tp}"),
         (model.ffn_hidden % par.tp, f"model.ffn_hidden={model.ffn_hidden} must be divisible by tp={par.tp}"),

@@ -182,12 +182,14 @@ class GPTStage(nn.Module):
     """The blocks [first_layer, first_layer + n) of a GPT, plus embeddings / head at the ends."""
 
     def __init__(self, cfg: ModelConfig, ctx: TPContext, stage: int, stages: int,
-                 tracer: Tracer, micro_batch_size: int) -> None:
+                 tracer: Tracer, micro_batch_size: int,
+                 split: tuple[int, ...] | None = None) -> None:
         super().__init__()
         self.cfg, self.ctx, self.timer = cfg, ctx, PhaseTimer(tracer)
         self.first, self.last = stage == 0, stage == stages - 1
-        per = cfg.layers // stages
-        self.layer_ids = list(range(stage * per, (stage + 1) * per))
+        split = split or (cfg.layers // stages,) * stages  # layers of each stage
+        first = sum(split[:stage])
+        self.layer_ids = list(range(first, first + split[stage]))
         kw = dict(device=ctx.device, dtype=ctx.dtype)
         cp = ctx.cp.size if ctx.cp is not None else 1
         self.pos_offset = (ctx.cp.index(ctx.rank) * (cfg.seq // cp)) if cp > 1 else 0

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from trainer import checkpoint
 from trainer.comm import Comm
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, stage_split
 from trainer.data import rank_batch
 from trainer.data_parallel import AdamW
 from trainer.faults import FaultInjector
@@ -90,7 +90,9 @@ class Trainer:
         self.faults.install(self.comm)
         ctx = TPContext(mesh.tp, mesh.rank, self.comm, cfg.seed, self.dtype, device, cp=mesh.cp,
                         ep=mesh.ep)
-        self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer, par.micro_batch_size)
+        split = stage_split(model.layers, par.pp, par.stage_layers)
+        self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer,
+                              par.micro_batch_size, split)
         opt = AdamW(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
         # dense parameters over dp x cp, expert parameters over edp x cp (trainer/moe.py)
         self.dp = make_reducers(self.stage, mesh, self.comm, cfg.dp_reduce, cfg.bucket_bytes, opt,
