@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cp", type=int, help="context-parallel degree, ring attention (default 1)")
     p.add_argument("--ep", type=int, help="expert-parallel degree, part of dp (default 1)")
     p.add_argument("--dp", type=int, help="data-parallel degree (default: world / (tp x pp))")
+    p.add_argument("--sp", action="store_true", default=None,
+                   help="sequence parallelism with tp (Megatron: all-gather / reduce-scatter "
+                   "over the sequence instead of all-reduce)")
     p.add_argument("--stage-layers", metavar="N,N,...",
                    help="layers of each pipeline stage, e.g. 3,2 (default: even, or one fewer "
                    "on the first and last stage, Megatron-Core's rule)")
@@ -94,7 +97,8 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     mb, gb = _micro_batch_size(getattr(args, "micro_batch_size", None), args, dp, mb, gb)
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, order=args.order or bp.order, micro_batches=mb,
                          global_batch=gb, cp=cp, ep=ep,
-                         stage_layers=_stage_layers(args.stage_layers) or bp.stage_layers)
+                         stage_layers=_stage_layers(args.stage_layers) or bp.stage_layers,
+                         sp=bool(args.sp) if args.sp is not None else bp.sp)
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
                                           "dtype", "device", "dp_reduce", "bucket_bytes",
                                           "trace_dir", "peak_flops", "save_dir", "save_every",

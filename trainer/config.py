@@ -277,6 +277,8 @@ class ParallelConfig:
     """Micro-batches per data-parallel rank per iteration (pipeline depth of work)."""
     global_batch: int = 1
     """Sequences per iteration over all data-parallel ranks."""
+    sp: bool = False
+    """Megatron sequence parallelism with tp (``trainer.sequence_parallel``)."""
     stage_layers: tuple[int, ...] | None = None
     """Layers of each pipeline stage (``--stage-layers 3,2``); None: ``stage_split``'s rule."""
 
@@ -352,6 +354,7 @@ def check_model_fits(model: ModelConfig, par: ParallelConfig) -> None:
     if par.pp > model.layers:
         raise ValueError(f"pp={par.pp} exceeds model.layers={model.layers}")
     stage_split(model.layers, par.pp, par.stage_layers)
+    check_sp_fits(model, par)
     checks = (
         (model.heads % par.tp, f"model.heads={model.heads} must be divisible by tp={par.tp}"),
         (model.vocab % par.tp, f"model.vocab={model.vocab} must be divisible by tp={par.tp}"),
@@ -361,6 +364,17 @@ def check_model_fits(model: ModelConfig, par: ParallelConfig) -> None:
         if bad:
             raise ValueError(msg)
     check_modern_fits(model, par)
+
+
+def check_sp_fits(model: ModelConfig, par: ParallelConfig) -> None:
+    """Sequence parallelism: the sequence splits over tp; not combined with cp or MoE here."""
+    if not par.sp:
+        return
+    if par.cp > 1 or model.experts:
+        raise ValueError("parallel.sp is not combined with cp or MoE experts in this trainer: "
+                         "drop --sp, --cp or the experts")
+    if model.seq % par.tp:
+        raise ValueError(f"model.seq={model.seq} must be divisible by tp={par.tp} with --sp")
 
 
 def check_modern_fits(model: ModelConfig, par: ParallelConfig) -> None:

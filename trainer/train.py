@@ -55,7 +55,8 @@ def cp_chunk(t: torch.Tensor, cp: int, index: int) -> torch.Tensor:
 
 def modern_meta(m, par, coords: dict[str, int]) -> dict[str, Any]:
     """The ``meta`` keys of context and expert parallelism."""
-    return {"cp": par.cp, "ep": par.ep, "cp_rank": coords["cp"], "ep_rank": coords["ep"]}
+    return {"cp": par.cp, "ep": par.ep, "cp_rank": coords["cp"], "ep_rank": coords["ep"],
+            "sequence_parallel": par.sp and par.tp > 1}
 
 
 def modern_model(m) -> dict[str, Any]:
@@ -90,6 +91,7 @@ class Trainer:
         self.faults.install(self.comm)
         ctx = TPContext(mesh.tp, mesh.rank, self.comm, cfg.seed, self.dtype, device, cp=mesh.cp,
                         ep=mesh.ep)
+        ctx.sp = par.sp and par.tp > 1
         split = stage_split(model.layers, par.pp, par.stage_layers)
         self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer,
                               par.micro_batch_size, split)
@@ -97,7 +99,8 @@ class Trainer:
         # dense parameters over dp x cp, expert parameters over edp x cp (trainer/moe.py)
         self.dp = make_reducers(self.stage, mesh, self.comm, cfg.dp_reduce, cfg.bucket_bytes, opt,
                                 self.stage.tied_copy())
-        shape = (par.micro_batch_size, model.seq // par.cp, model.hidden)
+        sp = par.tp if ctx.sp else 1  # sequence parallelism: 1/tp of the sequence between stages
+        shape = (par.micro_batch_size, model.seq // par.cp // sp, model.hidden)
         self.schedule = OneFOneB(self.stage, mesh, self.comm, self.tracer, self.dp, shape,
                                  self.dtype, device)
         self.step = 0
