@@ -63,3 +63,14 @@ def test_layout_traces_show_the_layout(layouts, read_trace):
     assert {("reduce_scatter", "tp"), ("all_gather", "tp")} <= ops
     assert read_trace(out / "l5_pp2_3_2", 1)[0]["stage_layers"] == [3, 4]
     assert read_trace(out / "l6_pp4", 0)[0]["stage_layers"] == [0]
+
+
+@pytest.mark.slow
+def test_netsim_reads_the_layout_back(layouts):
+    from netsim.diagnose.calibration import job_from_trace
+    from netsim.traces.records import read_trace_dir
+
+    _, out = layouts
+    uneven = job_from_trace(read_trace_dir(out / "l5_pp2_1_4"))
+    assert [int(x) for x in uneven.stage_layer_counts()] == [1, 4]
+    assert job_from_trace(read_trace_dir(out / "l_sp_tp2")).sequence_parallel
