@@ -37,36 +37,27 @@ def _scatter(x: torch.Tensor, comm: Comm, group: Group) -> torch.Tensor:
     return out.transpose(0, 1)
 
 
-class _GatherSeq(torch.autograd.Function):
+class _SeqComm(torch.autograd.Function):
+    """``fwd`` in the forward pass, its transpose ``bwd`` on the gradient."""
+
     @staticmethod
-    def forward(ctx, x, comm: Comm, group: Group):
-        ctx.comm, ctx.group = comm, group
-        return _gather(x, comm, group)
+    def forward(ctx, x, fwd, bwd, comm: Comm, group: Group):
+        ctx.bwd, ctx.comm, ctx.group = bwd, comm, group
+        return fwd(x, comm, group)
 
     @staticmethod
     def backward(ctx, grad):
-        return _scatter(grad, ctx.comm, ctx.group), None, None
-
-
-class _ScatterSeq(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, comm: Comm, group: Group):
-        ctx.comm, ctx.group = comm, group
-        return _scatter(x, comm, group)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return _gather(grad, ctx.comm, ctx.group), None, None
+        return ctx.bwd(grad, ctx.comm, ctx.group), None, None, None, None
 
 
 def gather_seq(x: torch.Tensor, comm: Comm, group: Group) -> torch.Tensor:
     """*g*: all-gather the sequence forward, reduce-scatter the gradient backward."""
-    return x if group.size == 1 else _GatherSeq.apply(x, comm, group)
+    return x if group.size == 1 else _SeqComm.apply(x, _gather, _scatter, comm, group)
 
 
 def scatter_seq(x: torch.Tensor, comm: Comm, group: Group) -> torch.Tensor:
     """*g-bar*: reduce-scatter partial sums over the sequence forward, all-gather backward."""
-    return x if group.size == 1 else _ScatterSeq.apply(x, comm, group)
+    return x if group.size == 1 else _SeqComm.apply(x, _scatter, _gather, comm, group)
 
 
 def sp_param(p: torch.Tensor, ctx) -> torch.Tensor:
