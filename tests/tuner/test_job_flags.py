@@ -71,3 +71,21 @@ def test_overlap_takes_expert_and_context_parallel_comm(capsys):
     assert out["exposed_comm_s"]["ep"] < base["exposed_comm_s"]["ep"]
     assert main(["predict", *moe, "--overlap", "ep_com"]) == 2
     assert "ep_comm" in capsys.readouterr().err
+
+
+def test_cluster_takes_the_same_job_flags_as_a_template(capsys):
+    from tuner.cluster import generate_jobs, with_template
+
+    jobs = generate_jobs(6, 12288, seed=0)
+    made = with_template(jobs, {"model": "gpt3-13b", "tp": 8, "pp": 2,
+                                "distributed_optimizer": True}, "job flags")
+    assert [j.job.world for j in made] == [j.job.world for j in jobs]
+    assert all(j.job.model == "gpt3-13b" and j.job.pp == 2 and j.job.distributed_optimizer
+               for j in made)
+    assert _subparser("cluster") is not None
+    argv = ["cluster", "simulate", "--fabric", "megascale", "--jobs", "3", "--policy", "linear",
+            "--iterations", "5", "--model", "gpt3-13b", "--tp", "8", "--pp", "2", "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["jobs"] == 3
+    assert main(argv[:-1] + ["--dp", "4"]) == 2
+    assert "leave it out" in capsys.readouterr().err

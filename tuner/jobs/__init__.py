@@ -218,17 +218,27 @@ def apply_micro_batches(data: dict[str, Any], count: int | None, global_flag: in
     return {**data, "global_batch": want}
 
 
-def job_from_args(args: argparse.Namespace):
-    """The JobSpec the parsed ``--job`` and job flags describe."""
+def job_dict_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
+    """(the job keys of the parsed ``--job`` file and job flags, whether any flag was given)."""
     overrides = {k: getattr(args, f"job_{k}") for k in JOB_FLAGS}
     overrides.update(modern_values(args, prefix="job_"))
     overrides.update(switch_values(args, prefix="job_"))
-    count = getattr(args, "job_micro_batches", None)
-    if count is None:
-        return load_job(args.job, **overrides)
+    flags = {k: v for k, v in overrides.items() if v is not None}
     data = read_job_dict(args.job) if args.job else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    data = apply_micro_batches(data, count, overrides["global_batch"], overrides["micro_batch"])
+    data.update(flags)
+    count = getattr(args, "job_micro_batches", None)
+    if count is not None:
+        data = apply_micro_batches(data, count, overrides["global_batch"],
+                                   overrides["micro_batch"])
+    return data, bool(flags) or count is not None
+
+
+def job_from_args(args: argparse.Namespace):
+    """The JobSpec the parsed ``--job`` and job flags describe."""
     from netsim.workload import JobSpec
 
-    return JobSpec.from_dict(data, source=job_source(args.job) + " with flags")
+    data, flags = job_dict_from_args(args)
+    if not data:
+        raise ValueError("no job given: pass --job FILE|NAME or --model/--tp/--pp/--dp flags")
+    source = job_source(args.job) + (" with flags" if args.job and flags else "")
+    return JobSpec.from_dict(data, source=source)
