@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sp", action="store_true", default=None,
                    help="sequence parallelism with tp (Megatron: all-gather / reduce-scatter "
                    "over the sequence instead of all-reduce)")
+    p.add_argument("--fsdp", action="store_true", default=None,
+                   help="fully sharded data parallelism over dp: each block's parameters "
+                   "gathered for its forward and backward, sharded at rest (trainer/fsdp.py)")
     p.add_argument("--stage-layers", metavar="N,N,...",
                    help="layers of each pipeline stage, e.g. 3,2 (default: even, or one fewer "
                    "on the first and last stage, Megatron-Core's rule)")
@@ -100,7 +103,7 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
                          stage_layers=_stage_layers(args.stage_layers) or bp.stage_layers,
                          sp=bool(args.sp) if args.sp is not None else bp.sp)
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
-                                          "dtype", "device", "dp_reduce", "bucket_bytes",
+                                          "dtype", "device", "dp_reduce", "bucket_bytes", "fsdp",
                                           "trace_dir", "peak_flops", "save_dir", "save_every",
                                           "load_dir", "profile_dir", "profile_schedule",
                                           "inject_slow_rank", "slow_factor",
@@ -109,7 +112,8 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
              "device": args.device, "dp_reduce": args.dp_reduce, "trace_dir": args.trace_dir,
              "peak_flops": args.peak_flops, "save_dir": args.save_dir,
              "save_every": args.save_every, "load_dir": args.load_dir,
-             "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None}
+             "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None,
+             "fsdp": args.fsdp}
     flags.update(_profile_and_fault_flags(args))
     rest.update({k: v for k, v in flags.items() if v is not None})
     return TrainConfig(model=model, parallel=par, **rest)

@@ -417,6 +417,8 @@ class TrainConfig:
     """all_reduce, or reduce_scatter (+ sharded optimizer step + all_gather of parameters)."""
     bucket_bytes: int = 25 * 2**20
     """Gradient bucket size (PyTorch DDP's default bucket_cap_mb=25)."""
+    fsdp: bool = False
+    """Fully sharded data parallelism over dp (``trainer.fsdp``): one sharded unit per block."""
     trace_dir: str | None = None
     peak_flops: float | None = None
     """Peak FLOP/s of one device, for MFU; None: a device default or no MFU."""
@@ -464,6 +466,9 @@ class TrainConfig:
         self.profile_schedule = tuple(self.profile_schedule)
         self.fault_config().check_world(self.parallel.world_size)
         check_model_fits(self.model, self.parallel)
+        if self.fsdp and (self.model.experts or self.save_dir or self.load_dir):
+            raise ValueError("fsdp is not combined with MoE experts or checkpoints in this "
+                             "trainer: drop --fsdp, the experts or --save/--load")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

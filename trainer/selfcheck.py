@@ -129,6 +129,9 @@ def layout_cases(steps: int, out: Path) -> list[Case]:
         Case("l5_pp2_1_4", 1, [4, 5], pp=2, layers=5, stage_layers=(1, 4), ref="l5_single", **lr),
         Case("l6_single", 2, [0], layers=6, **lr),
         Case("l6_pp4", 2, [4, 5, 6, 7], pp=4, layers=6, ref="l6_single", **lr),
+        Case("l_fsdp_dp2", 3, [0, 1], dp=2, ref="l_single", extra={"lr": MODERN_LR, "fsdp": True}),
+        Case("l_fsdp_dp2_pp2", 3, [4, 5, 6, 7], dp=2, pp=2, ref="l_single",
+             extra={"lr": MODERN_LR, "fsdp": True}),
     ]
 
 

@@ -98,7 +98,7 @@ class Trainer:
         opt = AdamW(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
         # dense parameters over dp x cp, expert parameters over edp x cp (trainer/moe.py)
         self.dp = make_reducers(self.stage, mesh, self.comm, cfg.dp_reduce, cfg.bucket_bytes, opt,
-                                self.stage.tied_copy())
+                                self.stage.tied_copy(), fsdp=cfg.fsdp)
         sp = par.tp if ctx.sp else 1  # sequence parallelism: 1/tp of the sequence between stages
         shape = (par.micro_batch_size, model.seq // par.cp // sp, model.hidden)
         self.schedule = OneFOneB(self.stage, mesh, self.comm, self.tracer, self.dp, shape,
@@ -125,7 +125,7 @@ class Trainer:
                 "global_batch": par.global_batch, "tp_rank": c["tp"], "pp_rank": c["pp"],
                 "dp_rank": c["dp"], "host": self.host, "local_rank": self.local_rank,
                 "world_rank": self.mesh.to_world(self.mesh.rank), "dp_reduce": self.cfg.dp_reduce,
-                "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed,
+                "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed, "fsdp": self.cfg.fsdp,
                 "parameters": parameter_count(m), "peak_flops": self.peak_flops,
                 "stage_layers": self.stage.layer_ids, **modern_meta(m, par, c),
                 **self._fault_meta()}

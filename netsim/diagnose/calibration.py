@@ -232,6 +232,7 @@ def job_from_trace(run: TraceRun) -> JobSpec:
                    distributed_optimizer=meta.get("dp_reduce") == "reduce_scatter",
                    overlap=Overlap(dp_grad_reduce=overlapped),
                    sequence_parallel=bool(meta.get("sequence_parallel")),
+                   fsdp=bool(meta.get("fsdp")), fsdp_accumulate_unsharded=bool(meta.get("fsdp")),
                    **_end_stage_layers(run))
 
 

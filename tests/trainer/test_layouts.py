@@ -1,4 +1,4 @@
-"""Trainer --sp (sequence parallelism with tp) and uneven pipeline stages (issue #27 item 6):
+"""Trainer --sp (sequence parallelism with tp), --fsdp and uneven pipeline stages (issue #27 item 6):
 each layout trains as the single process of the same model (float64 losses, 3 steps, at a
 learning rate where a wrong gradient shows: dropping the tp sum of the LayerNorm gradients
 moves them by 7e-3)."""
@@ -33,6 +33,9 @@ def test_cli_accepts_uneven_stages_and_sp():
         _config("--layers", "5", "--pp", "2")
     with pytest.raises(ValueError, match="sp is not combined with cp"):
         _config("--tp", "2", "--cp", "2", "--sp", world=4)
+    assert _config("--dp", "2", "--fsdp").fsdp
+    with pytest.raises(ValueError, match="fsdp is not combined"):
+        _config("--dp", "2", "--fsdp", "--save", "ckpt")
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +48,7 @@ def layouts(tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["l_sp_tp2", "l_sp_tp2_pp2", "l5_pp2_3_2", "l5_pp2_1_4",
-                                  "l6_pp4"])
+                                  "l6_pp4", "l_fsdp_dp2", "l_fsdp_dp2_pp2"])
 def test_layout_trains_as_the_single_process(layouts, assert_losses_match, case):
     from trainer.selfcheck import layout_cases
 
@@ -74,3 +77,17 @@ def test_netsim_reads_the_layout_back(layouts):
     uneven = job_from_trace(read_trace_dir(out / "l5_pp2_1_4"))
     assert [int(x) for x in uneven.stage_layer_counts()] == [1, 4]
     assert job_from_trace(read_trace_dir(out / "l_sp_tp2")).sequence_parallel
+    assert job_from_trace(read_trace_dir(out / "l_fsdp_dp2")).fsdp
+
+
+@pytest.mark.slow
+def test_fsdp_gathers_each_block_for_forward_and_backward(layouts, read_trace):
+    """4 micro-batches x 4 blocks x (forward + backward) all-gathers and the root unit's one
+    per step; one reduce-scatter per unit per step (gradients accumulate unsharded)."""
+    _, out = layouts
+    recs = read_trace(out / "l_fsdp_dp2", 0)
+    assert recs[0]["fsdp"] is True
+    for step in range(3):
+        calls = [r["op"] for r in recs if r["type"] == "collective" and r["kind"] == "dp"
+                 and r["step"] == step]
+        assert calls.count("all_gather") == 4 * 4 * 2 + 1 and calls.count("reduce_scatter") == 5
