@@ -11,10 +11,16 @@ The helpers here read the keys a decoder-only transformer's config carries:
 ``head_dim``                 head width (absent: hidden / heads)
 ``intermediate_size``        ffn_hidden (dense layers)
 ``vocab_size``               vocab
-``max_position_embeddings``  seq (a job's ``seq`` overrides it)
-``hidden_act``               silu / swish: gated (SwiGLU) feed-forward, the MLP of every
-                             transformers architecture that uses it (Llama, Mistral, Mixtral,
-                             Qwen2, DeepSeek); gelu*, relu: plain two-matrix MLP
+``max_position_embeddings``  the longest sequence the model allows; NOT the training
+                             sequence: without a job's ``seq`` a config.json model trains
+                             ``DEFAULT_SEQ`` tokens (capped at this), and reports say so
+``hidden_act``               the activation; whether the feed-forward is gated (three matrices)
+                             is the architecture's (``model_type``, ``ARCHITECTURES``): Gemma's
+                             ``gelu`` is GeGLU; without a known ``model_type``, silu / swish /
+                             the ``*glu`` names are gated, gelu* and relu plain
+``sliding_window``           attention window (Mistral all layers; Gemma-2 every other layer;
+                             Qwen2 only with ``use_sliding_window`` from ``max_window_layers``;
+                             ``layer_types`` when given)
 ``tie_word_embeddings``      tied_embeddings (absent: True, transformers' default)
 ``num_local_experts`` (Mixtral) / ``n_routed_experts`` (DeepSeek) / ``num_experts`` (Qwen)
                              experts
@@ -28,9 +34,17 @@ The helpers here read the keys a decoder-only transformer's config carries:
                              multi-head latent attention (DeepSeek-V2/V3)
 =========================== =====================================================
 
+Other architectures' names for these keys are read too (``KEY_ALIASES``, from each
+transformers configuration class's ``attribute_map`` or ``__init__``): GPT-2 (``n_embd``,
+``n_layer``, ``n_head``, ``n_positions``, ``n_inner``, ``activation_function``), BLOOM
+(``n_embed``, ``n_layer``, ``n_head``; no ``intermediate_size``: 4 x hidden), OPT (``ffn_dim``,
+``activation_function``; ``word_embed_proj_dim`` other than ``hidden_size`` is refused: its
+embedding projections are not modelled), Gemma (``hidden_activation``). Encoder-decoder and
+encoder-only types (``REFUSED_TYPES``) are refused with the reason.
+
 A missing required key or two keys that contradict each other is a ``ValueError`` naming the
-key. RMSNorm models without biases (every architecture above) have ``bias=False`` and rotary
-positions (no learned position table).
+key. Unknown types are read as Llama-style RMSNorm models without biases (``bias=False``) and
+rotary positions (no learned position table); known ones take ``ARCHITECTURES``' traits.
 
 Presets (``HF_PRESETS``) are the published ``config.json`` values (Hugging Face model repos
 ``meta-llama/Meta-Llama-3-8B``, ``meta-llama/Meta-Llama-3-70B``, ``meta-llama/Llama-3.1-405B``,
@@ -51,7 +65,7 @@ from typing import Any
 
 from inputspec import InputError, from_dict, read_data, rule
 
-GATED_ACTS = ("silu", "swish", "swiglu")
+GATED_ACTS = ("silu", "swish", "swiglu", "geglu", "reglu")
 PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "relu", "quick_gelu")
 EXPERT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
@@ -84,6 +98,114 @@ HF_PRESETS: dict[str, tuple[dict[str, Any], int]] = {
                      "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
                      "v_head_dim": 128}, 4096),
 }
+
+
+#: ``model_type`` -> (gated feed-forward, linear biases and LayerNorm betas, learned position
+#: table): what each architecture's transformers ``modeling_<type>.py`` builds. Gated: an MLP of
+#: ``gate_proj``, ``up_proj`` and ``down_proj`` whatever its activation (Gemma's GeLU: GeGLU).
+_ROTARY_GATED = (True, False, False)
+ARCHITECTURES: dict[str, tuple[bool, bool, bool]] = {
+    **{t: _ROTARY_GATED for t in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3",
+                                  "qwen3_moe", "gemma", "gemma2", "gemma3_text", "deepseek_v2",
+                                  "deepseek_v3", "phi3", "olmo", "olmo2")},
+    "gpt2": (False, True, True), "opt": (False, True, True),
+    "bloom": (False, True, False),  # ALiBi: no position table (Press et al. 2022)
+    "gpt_neox": (False, True, False),  # rotary
+}
+#: Types refused, with the reason.
+REFUSED_TYPES: dict[str, str] = {
+    **{t: "an encoder-decoder model; netsim and the trainer model decoder-only transformers"
+       for t in ("t5", "mt5", "bart", "mbart", "pegasus", "whisper", "marian")},
+    **{t: "an encoder-only model; netsim and the trainer model decoder-only transformers"
+       for t in ("bert", "roberta", "deberta", "deberta-v2", "electra", "albert")},
+}
+#: canonical key <- other architectures' names (transformers ``GPT2Config.attribute_map``,
+#: ``BloomConfig.attribute_map`` and its ``n_embed`` argument, ``OPTConfig``'s ``ffn_dim`` and
+#: ``activation_function``, ``GemmaConfig.hidden_activation``).
+KEY_ALIASES: dict[str, tuple[str, ...]] = {
+    "hidden_size": ("n_embd", "n_embed"), "num_hidden_layers": ("n_layer",),
+    "num_attention_heads": ("n_head",), "max_position_embeddings": ("n_positions",),
+    "intermediate_size": ("n_inner", "ffn_dim"),
+    "hidden_act": ("hidden_activation", "activation_function"),
+}
+#: Sequence length of a config.json model when the job gives none: Llama 2's pre-training
+#: context (Touvron et al. 2023, arXiv:2307.09288, Table 1), capped at max_position_embeddings.
+DEFAULT_SEQ = 4096
+
+
+def canonical_keys(data: Mapping) -> dict[str, Any]:
+    """``data`` with other architectures' key names (``KEY_ALIASES``) under the canonical ones,
+    BLOOM's 4 x hidden feed-forward filled in; refused types and contradictions raise."""
+    out = dict(data)
+    kind = str(out.get("model_type") or "").lower()
+    if kind in REFUSED_TYPES or out.get("is_encoder_decoder"):
+        reason = REFUSED_TYPES.get(kind, "an encoder-decoder model (is_encoder_decoder)")
+        raise ValueError(f"config.json: model_type {kind or '?'!r} is {reason}")
+    for key, names in KEY_ALIASES.items():
+        given = {n: out[n] for n in (key, *names) if out.get(n) is not None}
+        if len(set(map(str, given.values()))) > 1 and key != "hidden_act":
+            raise ValueError(f"config.json: contradictory {', '.join(given)} = "
+                             f"{list(given.values())}: keep one")
+        if given and out.get(key) is None:
+            out[key] = next(iter(given.values()))
+        elif key == "hidden_act" and out.get("hidden_activation"):
+            out[key] = out["hidden_activation"]  # Gemma: hidden_activation wins when set
+    if out.get("intermediate_size") is None and kind in ("gpt2", "bloom") and out.get("hidden_size"):
+        out["intermediate_size"] = 4 * int_key(out, "hidden_size")  # n_inner None / dense_h_to_4h
+    if kind == "bloom" and out.get("hidden_act") is None:
+        out["hidden_act"] = "gelu"  # BloomGelu, the tanh approximation
+    proj = out.get("word_embed_proj_dim")
+    if proj is not None and proj != out.get("hidden_size"):
+        raise ValueError(f"config.json: word_embed_proj_dim {proj} differs from hidden_size "
+                         f"{out.get('hidden_size')} (OPT-350m's embedding projections are not "
+                         "modelled)")
+    return out
+
+
+def architecture(data: Mapping) -> tuple[bool, bool, bool]:
+    """(gated, bias, learned_positions) of a config: its ``model_type``'s, else from
+    ``hidden_act`` alone with no biases and rotary positions (the Llama-style default)."""
+    kind = str(data.get("model_type") or "").lower()
+    if kind in ARCHITECTURES:
+        is_gated(data)  # the activation is still checked
+        return ARCHITECTURES[kind]
+    return is_gated(data), False, False
+
+
+def training_seq(data: Mapping, seq: int | None) -> tuple[int, str]:
+    """(sequence length, where it came from): ``seq`` when given, else ``DEFAULT_SEQ`` capped
+    at ``max_position_embeddings`` (never silently the model's longest context)."""
+    if seq:
+        return seq, "given"
+    longest = int_key(data, "max_position_embeddings", 0)
+    if longest and longest < DEFAULT_SEQ:
+        return longest, f"max_position_embeddings {longest} (below the default {DEFAULT_SEQ})"
+    where = f"; max_position_embeddings {longest}" if longest else ""
+    return DEFAULT_SEQ, f"default {DEFAULT_SEQ} for a config.json (--seq to change{where})"
+
+
+def sliding_layers(data: Mapping, layers: int) -> tuple[int, int]:
+    """(window, windowed layers) of a config's ``sliding_window`` (0, 0 without one):
+    ``layer_types`` when given, Qwen2's ``use_sliding_window`` from ``max_window_layers``,
+    Gemma-2's every other layer (even indices, ``Gemma2Attention.is_sliding``), Gemma-3's
+    ``sliding_window_pattern`` (every n-th layer full), else every layer (Mistral)."""
+    window = int_key(data, "sliding_window", 0)
+    kind = str(data.get("model_type") or "").lower()
+    types = data.get("layer_types")
+    if not window:
+        return 0, 0
+    if isinstance(types, list):
+        return window, sum(1 for t in types if str(t) == "sliding_attention")
+    if kind.startswith("qwen2") or "use_sliding_window" in data:
+        if not data.get("use_sliding_window"):
+            return 0, 0
+        return window, max(0, layers - int_key(data, "max_window_layers", 0))
+    if kind == "gemma2":
+        return window, (layers + 1) // 2
+    if kind.startswith("gemma3"):
+        n = int_key(data, "sliding_window_pattern", 6) or 1
+        return window, layers - layers // n
+    return window, layers
 
 
 def int_key(data: Mapping, key: str, default: int | None = None) -> int:
@@ -200,6 +322,18 @@ class HFConfigKeys:
     qk_rope_head_dim: int | None = rule(None, min=0, max=2**16, example=64)
     v_head_dim: int | None = rule(None, min=0, max=2**16, example=128)
     _name_or_path: str | None = None
+    model_type: str | None = None
+    sliding_window: int | None = rule(None, min=0, max=2**24, example=4096)
+    max_window_layers: int | None = rule(None, min=0, max=2**16, example=28)
+    sliding_window_pattern: int | None = rule(None, min=0, max=2**16, example=6)
+    n_embd: int | None = rule(None, min=1, max=2**24, example=768)
+    n_embed: int | None = rule(None, min=1, max=2**24, example=14336)
+    n_layer: int | None = rule(None, min=1, max=2**16, example=12)
+    n_head: int | None = rule(None, min=1, max=2**20, example=12)
+    n_positions: int | None = rule(None, min=1, max=2**24, example=1024)
+    n_inner: int | None = rule(None, min=1, max=2**26, example=3072)
+    ffn_dim: int | None = rule(None, min=1, max=2**26, example=49152)
+    word_embed_proj_dim: int | None = rule(None, min=1, max=2**24, example=12288)
 
 
 def check_hf_config(data: Any, source: str) -> dict[str, Any]:

@@ -41,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cp", type=int, help="context-parallel degree, ring attention (default 1)")
     p.add_argument("--ep", type=int, help="expert-parallel degree, part of dp (default 1)")
     p.add_argument("--dp", type=int, help="data-parallel degree (default: world / (tp x pp))")
+    p.add_argument("--sp", action="store_true", default=None,
+                   help="sequence parallelism with tp (Megatron: all-gather / reduce-scatter "
+                   "over the sequence instead of all-reduce)")
+    p.add_argument("--fsdp", action="store_true", default=None,
+                   help="fully sharded data parallelism over dp: each block's parameters "
+                   "gathered for its forward and backward, sharded at rest (trainer/fsdp.py)")
+    p.add_argument("--stage-layers", metavar="N,N,...",
+                   help="layers of each pipeline stage, e.g. 3,2 (default: even, or one fewer "
+                   "on the first and last stage, Megatron-Core's rule)")
     p.add_argument("--order", help="rank order, innermost first (default tp-dp-pp, Megatron's)")
     p.add_argument("--micro-batches", type=int, help="micro-batches per iteration (default 1)")
     p.add_argument("--micro-batch-size", "--micro-batch", dest="micro_batch_size", type=int,
@@ -66,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write torch.profiler Chrome traces DIR/kineto-rank{R}.json")
     p.add_argument("--profile-schedule", metavar="W,U,A",
                    help="profiler wait, warmup, active steps (default 1,1,3)")
-    p.add_argument("--inject-slow-rank", type=int, metavar="R",
-                   help="fault injection: rank R's compute takes --slow-factor times longer")
+    p.add_argument("--inject-slow-rank", action="append", metavar="R[:F]",
+                   help="fault injection: rank R's compute takes F (default --slow-factor) "
+                   "times longer; repeat for several ranks")
     p.add_argument("--slow-factor", type=float, metavar="F", help="with --inject-slow-rank (1.0)")
     p.add_argument("--inject-slow-link", metavar="R:PEER",
                    help="fault injection: R's sends to PEER take --link-delay-us longer")
@@ -89,9 +99,11 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
     gb = args.global_batch or (bp.global_batch if base else dp * mb)
     mb, gb = _micro_batch_size(getattr(args, "micro_batch_size", None), args, dp, mb, gb)
     par = ParallelConfig(tp=tp, pp=pp, dp=dp, order=args.order or bp.order, micro_batches=mb,
-                         global_batch=gb, cp=cp, ep=ep)
+                         global_batch=gb, cp=cp, ep=ep,
+                         stage_layers=_stage_layers(args.stage_layers) or bp.stage_layers,
+                         sp=bool(args.sp) if args.sp is not None else bp.sp)
     rest = {k: getattr(base, k) for k in ("steps", "seed", "lr", "betas", "eps", "weight_decay",
-                                          "dtype", "device", "dp_reduce", "bucket_bytes",
+                                          "dtype", "device", "dp_reduce", "bucket_bytes", "fsdp",
                                           "trace_dir", "peak_flops", "save_dir", "save_every",
                                           "load_dir", "profile_dir", "profile_schedule",
                                           "inject_slow_rank", "slow_factor",
@@ -100,10 +112,21 @@ def config_from_args(args: argparse.Namespace, world_size: int) -> TrainConfig:
              "device": args.device, "dp_reduce": args.dp_reduce, "trace_dir": args.trace_dir,
              "peak_flops": args.peak_flops, "save_dir": args.save_dir,
              "save_every": args.save_every, "load_dir": args.load_dir,
-             "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None}
+             "bucket_bytes": int(args.bucket_mb * 2**20) if args.bucket_mb else None,
+             "fsdp": args.fsdp}
     flags.update(_profile_and_fault_flags(args))
     rest.update({k: v for k, v in flags.items() if v is not None})
     return TrainConfig(model=model, parallel=par, **rest)
+
+
+def _stage_layers(text: str | None) -> tuple[int, ...] | None:
+    """``--stage-layers 3,2`` -> (3, 2)."""
+    if not text:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"--stage-layers {text!r}: expected layer counts such as 3,2") from None
 
 
 _MODEL_FLAGS = ("layers", "hidden", "heads", "seq", "vocab", "ffn_hidden", "kv_heads", "experts",

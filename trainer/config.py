@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hfconfig import GATED_ACTS, int_key, is_gated, moe_keys, read_hf_file
+from hfconfig import (
+    GATED_ACTS,
+    architecture,
+    canonical_keys,
+    int_key,
+    moe_keys,
+    read_hf_file,
+    training_seq,
+)
 from hfconfig import is_config_path as hf_is_config_path
 from inputspec import InputError
 
@@ -196,14 +204,19 @@ TRAINER_PLAIN_ACTS = ("gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh")
 
 def _ffn_kind(data: Mapping) -> tuple[str, str]:
     act = str(data.get("hidden_act")).lower()
-    if act not in GATED_ACTS + TRAINER_PLAIN_ACTS:
-        raise ValueError(f"config.json: hidden_act {act!r} is not one of "
-                         f"{', '.join(GATED_ACTS + TRAINER_PLAIN_ACTS)}")
-    return ("gated", "silu") if is_gated(data) else ("plain", "gelu")
+    allowed = tuple(a for a in GATED_ACTS + TRAINER_PLAIN_ACTS if a != "reglu")  # no ReLU here
+    if act not in allowed:
+        raise ValueError(f"config.json: hidden_act {act!r} is not one of {', '.join(allowed)}")
+    if not architecture(data)[0]:
+        return "plain", "gelu"
+    return "gated", ("gelu" if act.startswith("ge") else "silu")  # Gemma's GeGLU, geglu
 
 
 def model_from_hf(data: Mapping[str, Any], name: str = "", seq: int | None = None) -> ModelConfig:
-    """The :class:`ModelConfig` of a transformers config (a mapping of its keys)."""
+    """The :class:`ModelConfig` of a transformers config (a mapping of its keys); ``seq``
+    None: ``hfconfig.DEFAULT_SEQ`` (capped at ``max_position_embeddings``), never the
+    model's longest context."""
+    data = canonical_keys(data)
     layers, hidden = int_key(data, "num_hidden_layers"), int_key(data, "hidden_size")
     heads = int_key(data, "num_attention_heads")
     if heads == 0 or hidden % heads:
@@ -222,7 +235,7 @@ def model_from_hf(data: Mapping[str, Any], name: str = "", seq: int | None = Non
         raise ValueError(f"config.json: tie_word_embeddings must be true or false, got {tied!r}")
     return ModelConfig(layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                        ffn_hidden=ffn_hidden, vocab=int_key(data, "vocab_size"),
-                       seq=seq or int_key(data, "max_position_embeddings"), tied=tied, ffn=ffn,
+                       seq=training_seq(data, seq)[0], tied=tied, ffn=ffn,
                        activation=act, name=name, **moe_keys(data, layers, ffn_hidden))
 
 
@@ -264,8 +277,14 @@ class ParallelConfig:
     """Micro-batches per data-parallel rank per iteration (pipeline depth of work)."""
     global_batch: int = 1
     """Sequences per iteration over all data-parallel ranks."""
+    sp: bool = False
+    """Megatron sequence parallelism with tp (``trainer.sequence_parallel``)."""
+    stage_layers: tuple[int, ...] | None = None
+    """Layers of each pipeline stage (``--stage-layers 3,2``); None: ``stage_split``'s rule."""
 
     def __post_init__(self) -> None:
+        if self.stage_layers is not None:
+            self.stage_layers = tuple(int(x) for x in self.stage_layers)  # YAML gives a list
         for name in ("tp", "cp", "ep", "pp", "dp", "micro_batches", "global_batch"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"parallel.{name} must be a positive integer, got {getattr(self, name)}")
@@ -307,10 +326,36 @@ class ParallelConfig:
             )
 
 
+def stage_split(layers: int, pp: int, given: tuple[int, ...] | None = None) -> tuple[int, ...]:
+    """Layers of each pipeline stage: ``given`` (checked), else ``layers / pp`` each, else
+    Megatron-Core's rule when ``layers + 2`` divides by ``pp`` (the embedding and the loss
+    count as a layer each: one layer fewer on the first and on the last stage)."""
+    if given is not None:
+        if len(given) != pp or sum(given) != layers or min(given) < 1:
+            raise ValueError(f"stage_layers={','.join(map(str, given))} must be {pp} counts "
+                             f">= 1 summing to model.layers={layers}")
+        return tuple(given)
+    if layers % pp == 0:
+        return (layers // pp,) * pp
+    if pp > 1 and (layers + 2) % pp == 0 and (layers + 2) // pp >= 2:
+        per = (layers + 2) // pp
+        return (per - 1,) + (per,) * (pp - 2) + (per - 1,)
+    raise ValueError(f"model.layers={layers} does not split over pp={pp} (evenly, or one fewer "
+                     "on the first and last stage): give --stage-layers, e.g. "
+                     f"{','.join(map(str, _example_split(layers, pp)))}")
+
+
+def _example_split(layers: int, pp: int) -> list[int]:
+    return [layers // pp + (1 if i < layers % pp else 0) for i in range(pp)]
+
+
 def check_model_fits(model: ModelConfig, par: ParallelConfig) -> None:
     """Raise ValueError when the model cannot be split by the layout."""
+    if par.pp > model.layers:
+        raise ValueError(f"pp={par.pp} exceeds model.layers={model.layers}")
+    stage_split(model.layers, par.pp, par.stage_layers)
+    check_sp_fits(model, par)
     checks = (
-        (model.layers % par.pp, f"model.layers={model.layers} must be divisible by pp={par.pp}"),
         (model.heads % par.tp, f"model.heads={model.heads} must be divisible by tp={par.tp}"),
         (model.vocab % par.tp, f"model.vocab={model.vocab} must be divisible by tp={par.tp}"),
         (model.ffn_hidden % par.tp, f"model.ffn_hidden={model.ffn_hidden} must be divisible by tp={par.tp}"),
@@ -319,6 +364,17 @@ def check_model_fits(model: ModelConfig, par: ParallelConfig) -> None:
         if bad:
             raise ValueError(msg)
     check_modern_fits(model, par)
+
+
+def check_sp_fits(model: ModelConfig, par: ParallelConfig) -> None:
+    """Sequence parallelism: the sequence splits over tp; not combined with cp or MoE here."""
+    if not par.sp:
+        return
+    if par.cp > 1 or model.experts:
+        raise ValueError("parallel.sp is not combined with cp or MoE experts in this trainer: "
+                         "drop --sp, --cp or the experts")
+    if model.seq % par.tp:
+        raise ValueError(f"model.seq={model.seq} must be divisible by tp={par.tp} with --sp")
 
 
 def check_modern_fits(model: ModelConfig, par: ParallelConfig) -> None:
@@ -361,6 +417,8 @@ class TrainConfig:
     """all_reduce, or reduce_scatter (+ sharded optimizer step + all_gather of parameters)."""
     bucket_bytes: int = 25 * 2**20
     """Gradient bucket size (PyTorch DDP's default bucket_cap_mb=25)."""
+    fsdp: bool = False
+    """Fully sharded data parallelism over dp (``trainer.fsdp``): one sharded unit per block."""
     trace_dir: str | None = None
     peak_flops: float | None = None
     """Peak FLOP/s of one device, for MFU; None: a device default or no MFU."""
@@ -372,8 +430,9 @@ class TrainConfig:
     """Write torch.profiler (Kineto) Chrome traces here (``trainer.profiling``)."""
     profile_schedule: tuple[int, int, int] = (1, 1, 3)
     """Profiler (wait, warmup, active) steps."""
-    inject_slow_rank: int | None = None
-    """Fault injection (``trainer.faults``): this layout rank computes ``slow_factor`` x slower."""
+    inject_slow_rank: int | str | list | None = None
+    """Fault injection (``trainer.faults``): this layout rank computes ``slow_factor`` x slower;
+    a list names several (each ``R``, ``"R:F"`` or ``[R, F]``)."""
     slow_factor: float = 1.0
     inject_slow_link: tuple[int, int] | None = None
     """Fault injection: (R, PEER), R's sends to PEER take ``link_delay_us`` longer."""
@@ -384,8 +443,13 @@ class TrainConfig:
         from trainer.faults import FaultConfig
 
         link = tuple(self.inject_slow_link) if self.inject_slow_link is not None else None
-        return FaultConfig(slow_rank=self.inject_slow_rank, slow_factor=self.slow_factor,
-                           slow_link=link, link_delay_us=self.link_delay_us)
+        from trainer.faults import parse_slow_rank
+
+        spec = self.inject_slow_rank
+        specs = spec if isinstance(spec, list) else ([] if spec is None else [spec])
+        slow = tuple(parse_slow_rank(x, self.slow_factor) for x in specs)
+        return FaultConfig(slow_ranks=slow, slow_factor=self.slow_factor, slow_link=link,
+                           link_delay_us=self.link_delay_us)
 
     def __post_init__(self) -> None:
         if self.steps < 0:
@@ -402,6 +466,9 @@ class TrainConfig:
         self.profile_schedule = tuple(self.profile_schedule)
         self.fault_config().check_world(self.parallel.world_size)
         check_model_fits(self.model, self.parallel)
+        if self.fsdp and (self.model.experts or self.save_dir or self.load_dir):
+            raise ValueError("fsdp is not combined with MoE experts or checkpoints in this "
+                             "trainer: drop --fsdp, the experts or --save/--load")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -65,12 +65,26 @@ class AdamW:
         p.addcdiv_(m, denom, value=-self.lr / (1 - b1**step))
 
 
+def _by_size(params: list[nn.Parameter], bucket_bytes: int) -> list[list[nn.Parameter]]:
+    """``params`` in order, cut into buckets of at most ``bucket_bytes`` (at least one each)."""
+    groups: list[list[nn.Parameter]] = []
+    current, size = [], 0
+    for p in params:
+        if current and size + p.numel() * p.element_size() > bucket_bytes:
+            groups.append(current)
+            current, size = [], 0
+        current.append(p)
+        size += p.numel() * p.element_size()
+    return groups + ([current] if current else [])
+
+
 class DataParallel:
     """Buckets, hooks, the overlapped reduction and the (possibly sharded) optimizer step."""
 
     def __init__(self, params: list[nn.Parameter], group: Group, comm: Comm, mode: str,
                  bucket_bytes: int, opt: AdamW, tied: nn.Parameter | None = None,
-                 embedding_group: Group | None = None, grad_divisor: int | None = None) -> None:
+                 embedding_group: Group | None = None, grad_divisor: int | None = None,
+                 units: list[list[nn.Parameter]] | None = None) -> None:
         self.group, self.comm, self.mode, self.opt = group, comm, mode, opt
         self.grad_divisor = grad_divisor or group.size
         """Summed gradients are divided by this (dp x cp for expert parameters, whose group is
@@ -78,17 +92,12 @@ class DataParallel:
         self.embedding_group = embedding_group if tied is not None else None
         self.step_count = 0
         self.armed = False
+        self.gather_after_step = True
+        """All-gather the updated shards after the step (off under FSDP, ``trainer.fsdp``)."""
         ordered = [p for p in reversed(params) if p is not tied]
-        self.buckets: list[Bucket] = []
-        current, size = [], 0
-        for p in ordered:
-            if current and size + p.numel() * p.element_size() > bucket_bytes:
-                self.buckets.append(self._make_bucket(current))
-                current, size = [], 0
-            current.append(p)
-            size += p.numel() * p.element_size()
-        if current:
-            self.buckets.append(self._make_bucket(current))
+        groups = ([[p for p in u if p is not tied] for u in reversed(units)] if units is not None
+                  else _by_size(ordered, bucket_bytes))
+        self.buckets: list[Bucket] = [self._make_bucket(g) for g in groups if g]
         if tied is not None:  # reduced after the embedding-group sum, so never from a hook
             self.buckets.append(self._make_bucket([tied], hooked=False))
         self._owner = {id(p): b for b in self.buckets for p in b.params}
@@ -177,7 +186,7 @@ class DataParallel:
         for b in self.buckets:
             self.opt.update(b.master[b.shard], b.shard_grad, b.exp_avg, b.exp_avg_sq,
                             self.step_count)
-            if self.mode == "reduce_scatter" and self.group.size > 1:
+            if self.mode == "reduce_scatter" and self.group.size > 1 and self.gather_after_step:
                 self.comm.all_gather(b.master, b.master[b.shard].clone(), self.group, "dp")
             b.grad = b.shard_grad = None
             for p in b.params:

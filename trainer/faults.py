@@ -7,6 +7,9 @@ F times the CPU, as on a slower core, and a forward or backward record's blockin
 tensor-parallel all-reduces (waits, no CPU of this thread) are not made longer. On CUDA it
 sleeps ``(F - 1) x`` the record's duration minus the blocking collectives inside it.
 
+Repeated, ``--inject-slow-rank R[:F]`` keeps every rank named, each with its own factor
+(``F``, default ``--slow-factor``): ``FaultConfig.slow_ranks``.
+
 ``--inject-slow-link R:PEER --link-delay-us D``: R's sends to PEER take D microseconds longer.
 Before R posts a send to PEER, or a collective whose group holds both R and PEER (every ring
 or tree over such a group carries at least one message between them), it sleeps D; the call's
@@ -32,10 +35,20 @@ class FaultConfig:
     slow_link: tuple[int, int] | None = None
     """(R, PEER): R's sends to PEER are ``link_delay_us`` slower."""
     link_delay_us: float = 0.0
+    slow_ranks: tuple[tuple[int, float], ...] = ()
+    """Every slow rank with its factor; ``slow_rank`` (with ``slow_factor``) is folded in and
+    is the first of them afterwards."""
 
     def __post_init__(self) -> None:
-        if self.slow_factor < 1.0:
-            raise ValueError(f"slow_factor must be >= 1, got {self.slow_factor}")
+        merged = {int(r): float(f) for r, f in self.slow_ranks}
+        if self.slow_rank is not None:
+            merged.setdefault(self.slow_rank, self.slow_factor)
+        object.__setattr__(self, "slow_ranks", tuple(merged.items()))
+        if self.slow_ranks:
+            object.__setattr__(self, "slow_rank", self.slow_ranks[0][0])
+        for factor in [self.slow_factor, *merged.values()]:
+            if factor < 1.0:
+                raise ValueError(f"slow_factor must be >= 1, got {factor}")
         if self.link_delay_us < 0:
             raise ValueError(f"link_delay_us must be >= 0, got {self.link_delay_us}")
         if self.slow_link is not None:
@@ -45,7 +58,7 @@ class FaultConfig:
 
     def check_world(self, world_size: int) -> None:
         """Raise ValueError when a named rank is outside the world."""
-        ranks = ([self.slow_rank] if self.slow_rank is not None else []) + list(self.slow_link or ())
+        ranks = [r for r, _ in self.slow_ranks] + list(self.slow_link or ())
         bad = [r for r in ranks if not 0 <= r < world_size]
         if bad:
             raise ValueError(f"fault injection names rank(s) {bad} outside the world of "
@@ -53,8 +66,25 @@ class FaultConfig:
 
     @property
     def active(self) -> bool:
-        return (self.slow_rank is not None and self.slow_factor > 1.0) or (
+        return any(f > 1.0 for _, f in self.slow_ranks) or (
             self.slow_link is not None and self.link_delay_us > 0)
+
+    def factor_of(self, rank: int) -> float:
+        """How many times slower ``rank`` computes (1.0: not slowed)."""
+        return dict(self.slow_ranks).get(rank, 1.0)
+
+
+def parse_slow_rank(spec, factor: float) -> tuple[int, float]:
+    """One ``--inject-slow-rank`` value: ``R``, ``"R:F"`` or ``[R, F]`` (YAML) -> (R, F);
+    ``factor`` (``--slow-factor``) when F is not given."""
+    parts = spec if isinstance(spec, (list, tuple)) else str(spec).split(":")
+    try:
+        if len(parts) not in (1, 2):
+            raise ValueError
+        return int(parts[0]), float(parts[1]) if len(parts) == 2 else float(factor)
+    except (TypeError, ValueError):
+        raise ValueError(f"--inject-slow-rank {spec!r}: expected R or R:F, a layout rank and "
+                         "its slowdown such as 5:1.5") from None
 
 
 def parse_link(text: str) -> tuple[int, int]:
@@ -75,7 +105,8 @@ class FaultInjector:
 
     def __init__(self, cfg: FaultConfig, rank: int, tracer) -> None:
         self.cfg, self.rank, self.tracer = cfg, rank, tracer
-        self.slow = cfg.slow_rank == rank and cfg.slow_factor > 1.0
+        self.factor = cfg.factor_of(rank)
+        self.slow = self.factor > 1.0
         self.peer = None
         if cfg.slow_link is not None and cfg.slow_link[0] == rank and cfg.link_delay_us > 0:
             self.peer = cfg.slow_link[1]
@@ -103,7 +134,7 @@ class FaultInjector:
             return end
         clock = self.tracer.clock
         if cpu_start is not None and not clock.cuda:
-            extra = (self.cfg.slow_factor - 1.0) * max(time.thread_time() - cpu_start, 0.0)
+            extra = (self.factor - 1.0) * max(time.thread_time() - cpu_start, 0.0)
             until = time.thread_time() + extra
             while time.thread_time() < until:
                 pass
@@ -111,7 +142,7 @@ class FaultInjector:
             if clock.cuda:
                 clock._torch.cuda.synchronize()
             busy = clock.seconds(end) - clock.seconds(start) - self._blocked_s(start, end)
-            extra = (self.cfg.slow_factor - 1.0) * max(busy, 0.0)
+            extra = (self.factor - 1.0) * max(busy, 0.0)
             time.sleep(extra)
         self.injected_s += extra
         return self.tracer.clock.stamp()

@@ -23,6 +23,7 @@ from torch import nn
 
 from trainer.comm import Comm, reduce_from_tp
 from trainer.mesh import Group
+from trainer.sequence_parallel import scatter_seq, sp_param
 
 INIT_STD = 0.02  # GPT-2 / Megatron init_method_std
 
@@ -42,6 +43,9 @@ class TPContext:
         self.group, self.size, self.index = group, group.size, group.index(rank)
         self.comm, self.seed, self.dtype, self.device = comm, seed, dtype, device
         self.rank = rank
+        self.sp = False
+        """Sequence parallelism (``trainer.sequence_parallel``): activations outside the
+        tensor-parallel regions hold 1/tp of the sequence."""
         self.cp = cp
         """Context-parallel group (ring attention), None or size 1 without cp."""
         self.ep = ep
@@ -83,7 +87,7 @@ class RowParallelLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = nn.functional.linear(x, self.weight)
-        return reduce_from_tp(y, self.ctx.comm, self.ctx.group) + self.bias
+        return _leave_tp(y, self.ctx) + _sp_bias(self.bias, self.ctx)
 
 
 class VocabParallelEmbedding(nn.Module):
@@ -104,7 +108,19 @@ class VocabParallelEmbedding(nn.Module):
         outside = (local < 0) | (local >= self.per_rank)
         out = nn.functional.embedding(local.masked_fill(outside, 0), self.weight)
         out = out.masked_fill(outside.unsqueeze(-1), 0.0)
-        return reduce_from_tp(out, self.ctx.comm, self.ctx.group)
+        return _leave_tp(out, self.ctx)
+
+
+def _leave_tp(partial: torch.Tensor, ctx: TPContext) -> torch.Tensor:
+    """Partial sums of the tp ranks: *g* (all-reduce), or with sequence parallelism *g-bar*
+    (reduce-scatter over the sequence, ``trainer.sequence_parallel``)."""
+    if ctx.sp and ctx.size > 1:
+        return scatter_seq(partial, ctx.comm, ctx.group)
+    return reduce_from_tp(partial, ctx.comm, ctx.group)
+
+
+def _sp_bias(bias: torch.Tensor, ctx: TPContext) -> torch.Tensor:
+    return sp_param(bias, ctx)
 
 
 class _VocabParallelCE(torch.autograd.Function):

@@ -30,6 +30,7 @@ from trainer.layers import (
 )
 from trainer.moe import MoE
 from trainer.ring_attention import ring_attention
+from trainer.sequence_parallel import SPLayerNorm, enter_tp, gather_seq, sp_param
 from trainer.trace import Tracer
 
 
@@ -106,8 +107,9 @@ class Attention(nn.Module):
         self.proj = RowParallelLinear(ctx, f"{prefix}.proj", h, h, std_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = enter_tp(x, self.ctx)
         b, s, _ = x.shape
-        q, k, v = self.qkv(copy_to_tp(x, self.ctx.comm, self.ctx.group)).split(
+        q, k, v = self.qkv(x).split(
             [self.heads * self.hd, self.kv * self.hd, self.kv * self.hd], dim=-1)
         q = q.view(b, s, self.heads, self.hd).transpose(1, 2)
         k, v = (t.view(b, s, self.kv, self.hd).transpose(1, 2) for t in (k, v))
@@ -149,8 +151,7 @@ class MLP(nn.Module):
         self.fc2 = RowParallelLinear(ctx, f"{prefix}.fc2", f, cfg.hidden, std_out)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = copy_to_tp(x, self.ctx.comm, self.ctx.group)
-        a = self.fc1(x)
+        a = self.fc1(enter_tp(x, self.ctx))
         if self.gated:
             gate, up = a.chunk(2, dim=-1)
             return self.fc2(self.act(gate) * up)
@@ -165,9 +166,9 @@ class Block(nn.Module):
         prefix = f"blocks.{index}"
         std_out = INIT_STD / math.sqrt(2 * cfg.layers)  # GPT-2 scaled init of residual outputs
         kw = dict(device=ctx.device, dtype=ctx.dtype)
-        self.ln1 = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
+        self.ln1 = SPLayerNorm(ctx, cfg.hidden, eps=cfg.ln_eps, **kw)
         self.attn = Attention(cfg, ctx, f"{prefix}.attn", std_out)
-        self.ln2 = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
+        self.ln2 = SPLayerNorm(ctx, cfg.hidden, eps=cfg.ln_eps, **kw)
         if cfg.is_moe_layer(index):
             self.mlp = MoE(cfg, ctx, f"{prefix}.mlp", std_out, MLP)
         else:
@@ -182,12 +183,14 @@ class GPTStage(nn.Module):
     """The blocks [first_layer, first_layer + n) of a GPT, plus embeddings / head at the ends."""
 
     def __init__(self, cfg: ModelConfig, ctx: TPContext, stage: int, stages: int,
-                 tracer: Tracer, micro_batch_size: int) -> None:
+                 tracer: Tracer, micro_batch_size: int,
+                 split: tuple[int, ...] | None = None) -> None:
         super().__init__()
         self.cfg, self.ctx, self.timer = cfg, ctx, PhaseTimer(tracer)
         self.first, self.last = stage == 0, stage == stages - 1
-        per = cfg.layers // stages
-        self.layer_ids = list(range(stage * per, (stage + 1) * per))
+        split = split or (cfg.layers // stages,) * stages  # layers of each stage
+        first = sum(split[:stage])
+        self.layer_ids = list(range(first, first + split[stage]))
         kw = dict(device=ctx.device, dtype=ctx.dtype)
         cp = ctx.cp.size if ctx.cp is not None else 1
         self.pos_offset = (ctx.cp.index(ctx.rank) * (cfg.seq // cp)) if cp > 1 else 0
@@ -203,7 +206,7 @@ class GPTStage(nn.Module):
                                               INIT_STD).to(**kw))
         self.blocks = nn.ModuleList(Block(cfg, ctx, i) for i in self.layer_ids)
         if self.last:
-            self.ln_f = nn.LayerNorm(cfg.hidden, eps=cfg.ln_eps, **kw)
+            self.ln_f = SPLayerNorm(ctx, cfg.hidden, eps=cfg.ln_eps, **kw)
             if not cfg.tied:
                 self.head = VocabParallelEmbedding(ctx, "head", cfg.vocab, cfg.hidden).weight
             elif not self.first:
@@ -239,10 +242,16 @@ class GPTStage(nn.Module):
         return x
 
     def _embed(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.wte(ids) + self.wpe[self.pos_offset:self.pos_offset + ids.shape[1]]
+        x = self.wte(ids)  # [b, s/tp, h] under sequence parallelism
+        start = self.pos_offset + (self.ctx.index * x.shape[1] if self.ctx.sp else 0)
+        return x + sp_param(self.wpe, self.ctx)[start:start + x.shape[1]]
 
     def _head(self, x: torch.Tensor) -> torch.Tensor:
-        x = copy_to_tp(self.ln_f(x), self.ctx.comm, self.ctx.group)
+        x = self.ln_f(x)
+        if self.ctx.sp:
+            x = gather_seq(x, self.ctx.comm, self.ctx.group)
+        else:
+            x = copy_to_tp(x, self.ctx.comm, self.ctx.group)
         return nn.functional.linear(x.reshape(-1, x.shape[-1]), self.head_weight())
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

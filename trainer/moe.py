@@ -213,7 +213,7 @@ class Reducers:
 
 
 def make_reducers(stage: nn.Module, mesh, comm: Comm, mode: str, bucket_bytes: int, opt,
-                  tied: nn.Parameter | None):
+                  tied: nn.Parameter | None, fsdp: bool = False):
     """The data-parallel reducer(s) of ``stage``: one DataParallel over dp (x cp) for a dense
     stage, :class:`Reducers` when the stage holds experts."""
     from trainer.data_parallel import DataParallel
@@ -223,6 +223,13 @@ def make_reducers(stage: nn.Module, mesh, comm: Comm, mode: str, bucket_bytes: i
     scale = mesh.layout.dp * mesh.layout.cp
     dense = [p for n, p in named if not is_expert_param(n)]
     experts = [p for n, p in named if is_expert_param(n)]
+    if fsdp:  # trainer.fsdp: one sharded bucket per block (no experts: config refuses them)
+        from trainer.fsdp import FSDP, units
+
+        dp = DataParallel(dense, dense_group, comm, "reduce_scatter", bucket_bytes, opt,
+                          tied=tied, embedding_group=mesh.embedding, grad_divisor=scale,
+                          units=units(stage, dense))
+        return FSDP(dp, stage)
     dp = DataParallel(dense, dense_group, comm, mode, bucket_bytes, opt, tied=tied,
                       embedding_group=mesh.embedding, grad_divisor=scale)
     if not experts:

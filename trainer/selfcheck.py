@@ -48,6 +48,12 @@ class Case:
     model: str = "tiny"
     fallbacks: tuple[str, ...] = ()
     """Comm ops forced through their fallback (e.g. all_to_all as isend/irecv pairs)."""
+    layers: int = 0
+    """Layer-count override of the model (0: the preset's)."""
+    sp: bool = False
+    stage_layers: tuple[int, ...] | None = None
+    ref: str = ""
+    """The case whose losses this one must reproduce (empty: the suite's single process)."""
 
 
 def default_cases(steps: int, out: Path) -> list[Case]:
@@ -109,16 +115,38 @@ def modern_slow_cases(steps: int, out: Path) -> list[Case]:
     ]
 
 
-SUITES = {"base": default_cases, "modern": modern_cases, "modern_slow": modern_slow_cases}
+def layout_cases(steps: int, out: Path) -> list[Case]:
+    """Sequence parallelism (tp2, tp2 x pp2) and uneven pipeline stages (5 layers as 3 + 2 and
+    1 + 4; 6 layers over pp4 by Megatron-Core's rule, 1 + 2 + 2 + 1), each against the single
+    process of the same model."""
+    lr = {"extra": {"lr": MODERN_LR}}
+    return [
+        Case("l_single", 0, [0], **lr),
+        Case("l_sp_tp2", 0, [1, 2], tp=2, sp=True, ref="l_single", **lr),
+        Case("l_sp_tp2_pp2", 0, [4, 5, 6, 7], tp=2, pp=2, sp=True, ref="l_single", **lr),
+        Case("l5_single", 1, [0], layers=5, **lr),
+        Case("l5_pp2_3_2", 1, [2, 3], pp=2, layers=5, stage_layers=(3, 2), ref="l5_single", **lr),
+        Case("l5_pp2_1_4", 1, [4, 5], pp=2, layers=5, stage_layers=(1, 4), ref="l5_single", **lr),
+        Case("l6_single", 2, [0], layers=6, **lr),
+        Case("l6_pp4", 2, [4, 5, 6, 7], pp=4, layers=6, ref="l6_single", **lr),
+        Case("l_fsdp_dp2", 3, [0, 1], dp=2, ref="l_single", extra={"lr": MODERN_LR, "fsdp": True}),
+        Case("l_fsdp_dp2_pp2", 3, [4, 5, 6, 7], dp=2, pp=2, ref="l_single",
+             extra={"lr": MODERN_LR, "fsdp": True}),
+    ]
+
+
+SUITES = {"base": default_cases, "modern": modern_cases, "modern_slow": modern_slow_cases,
+          "layouts": layout_cases}
 
 
 def case_config(case: Case, steps: int, dtype: str, out: Path):
     """The TrainConfig of a case: the tiny model, global batch 16 in 4 micro-batches."""
     from trainer.config import ParallelConfig, TrainConfig, preset
 
-    model = preset(case.model, tied=not case.untied)
+    model = preset(case.model, tied=not case.untied, layers=case.layers or None)
     par = ParallelConfig(tp=case.tp, pp=case.pp, dp=case.dp, order=case.order, micro_batches=4,
-                         global_batch=16, cp=case.cp, ep=case.ep)
+                         global_batch=16, cp=case.cp, ep=case.ep, sp=case.sp,
+                         stage_layers=case.stage_layers)
     kw = dict(steps=steps, dtype=dtype, device="cpu", trace_dir=str(out / case.name),
               bucket_bytes=16 * 1024)  # small buckets: several per stage, as in a real model
     kw.update(case.extra)
@@ -174,11 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res))
         return 0
+    first = SUITES[args.suite](args.steps, Path(args.out))[0].name
     ref = ({"single": res["single"]["losses"], "single_untied": res["single_untied"]["losses"]}
-           if args.suite == "base" else {"single": res["m_single"]["losses"]})
+           if args.suite == "base" else {"single": res[first]["losses"]})
+    refs = {c.name: c.ref for c in SUITES[args.suite](args.steps, Path(args.out)) if c.ref}
     ref["single_untied"] = ref.get("single_untied", ref["single"])
     for name, s in res.items():
         base = ref["single_untied" if "untied" in name else "single"]
+        if name in refs:
+            base = res[refs[name]]["losses"]
         if name.startswith("resume_second"):
             base = res["resume_full"]["losses"][s["start_step"]:]
         diff = max(abs(a - b) / abs(b) for a, b in zip(s["losses"], base, strict=False))

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from trainer import checkpoint
 from trainer.comm import Comm
-from trainer.config import TrainConfig
+from trainer.config import TrainConfig, stage_split
 from trainer.data import rank_batch
 from trainer.data_parallel import AdamW
 from trainer.faults import FaultInjector
@@ -55,7 +55,8 @@ def cp_chunk(t: torch.Tensor, cp: int, index: int) -> torch.Tensor:
 
 def modern_meta(m, par, coords: dict[str, int]) -> dict[str, Any]:
     """The ``meta`` keys of context and expert parallelism."""
-    return {"cp": par.cp, "ep": par.ep, "cp_rank": coords["cp"], "ep_rank": coords["ep"]}
+    return {"cp": par.cp, "ep": par.ep, "cp_rank": coords["cp"], "ep_rank": coords["ep"],
+            "sequence_parallel": par.sp and par.tp > 1}
 
 
 def modern_model(m) -> dict[str, Any]:
@@ -90,12 +91,16 @@ class Trainer:
         self.faults.install(self.comm)
         ctx = TPContext(mesh.tp, mesh.rank, self.comm, cfg.seed, self.dtype, device, cp=mesh.cp,
                         ep=mesh.ep)
-        self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer, par.micro_batch_size)
+        ctx.sp = par.sp and par.tp > 1
+        split = stage_split(model.layers, par.pp, par.stage_layers)
+        self.stage = GPTStage(model, ctx, mesh.coords["pp"], par.pp, self.tracer,
+                              par.micro_batch_size, split)
         opt = AdamW(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
         # dense parameters over dp x cp, expert parameters over edp x cp (trainer/moe.py)
         self.dp = make_reducers(self.stage, mesh, self.comm, cfg.dp_reduce, cfg.bucket_bytes, opt,
-                                self.stage.tied_copy())
-        shape = (par.micro_batch_size, model.seq // par.cp, model.hidden)
+                                self.stage.tied_copy(), fsdp=cfg.fsdp)
+        sp = par.tp if ctx.sp else 1  # sequence parallelism: 1/tp of the sequence between stages
+        shape = (par.micro_batch_size, model.seq // par.cp // sp, model.hidden)
         self.schedule = OneFOneB(self.stage, mesh, self.comm, self.tracer, self.dp, shape,
                                  self.dtype, device)
         self.step = 0
@@ -121,7 +126,7 @@ class Trainer:
                 "global_batch": par.global_batch, "tp_rank": c["tp"], "pp_rank": c["pp"],
                 "dp_rank": c["dp"], "host": self.host, "local_rank": self.local_rank,
                 "world_rank": self.mesh.to_world(self.mesh.rank), "dp_reduce": self.cfg.dp_reduce,
-                "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed,
+                "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed, "fsdp": self.cfg.fsdp,
                 "parameters": parameter_count(m), "peak_flops": self.peak_flops,
                 "stage_layers": self.stage.layer_ids, **modern_meta(m, par, c),
                 **self._fault_meta()}
@@ -131,7 +136,8 @@ class Trainer:
         f = self.cfg.fault_config()
         if not f.active:
             return {}
-        return {"faults": {"slow_rank": f.slow_rank, "slow_factor": f.slow_factor,
+        return {"faults": {"slow_rank": f.slow_rank, "slow_factor": dict(f.slow_ranks).get(f.slow_rank, f.slow_factor),
+                           "slow_ranks": [list(x) for x in f.slow_ranks],
                            "slow_link": list(f.slow_link) if f.slow_link else None,
                            "link_delay_us": f.link_delay_us}}
 

@@ -83,6 +83,34 @@ def generate_jobs(n: int, fabric_gpus: int, seed: int, load: float = TARGET_LOAD
             for i, g in enumerate(gpus)]
 
 
+#: Job keys the stream sets for each job: a template (``with_template``) cannot give them.
+STREAM_KEYS = ("gpus", "dp", "global_batch")
+
+
+def with_template(jobs: list[ClusterJob], template: dict, source: str) -> list[ClusterJob]:
+    """``jobs`` with every job made of ``template`` (the job keys of ``--job`` and the job
+    flags, as predict takes them): its size stays, data parallelism fills it."""
+    import dataclasses
+
+    from inputspec import InputError
+    from netsim.workload import JobSpec
+
+    fixed = [k for k in STREAM_KEYS if template.get(k) is not None]
+    if fixed:
+        raise InputError(source, problem=f"{fixed[0]} {template[fixed[0]]}: leave it out, the "
+                         "job stream sets each job's size (data parallelism fills it) and batch")
+    base = JobSpec.from_dict(template, source=source)
+    per = base.tp * base.pp * base.cp
+    out = []
+    for cj in jobs:
+        if cj.job.world % per:
+            raise InputError(source, problem=f"job {cj.name} of {cj.job.world} GPUs is not a "
+                             f"multiple of tp x cp x pp = {per}")
+        job = JobSpec.from_dict({**template, "dp": cj.job.world // per}, source=source)
+        out.append(dataclasses.replace(cj, job=job))
+    return out
+
+
 @dataclass(frozen=True)
 class TraceRow:
     """One row of a job-trace CSV (``inputspec`` schema; columns not named here are ignored)."""

@@ -230,7 +230,23 @@ def job_from_trace(run: TraceRun) -> JobSpec:
                    global_batch=meta["global_batch"], micro_batch=meta["micro_batch_size"],
                    act_bytes=elem, grad_bytes=max(4, elem), scatter_gather=False,
                    distributed_optimizer=meta.get("dp_reduce") == "reduce_scatter",
-                   overlap=Overlap(dp_grad_reduce=overlapped))
+                   overlap=Overlap(dp_grad_reduce=overlapped),
+                   sequence_parallel=bool(meta.get("sequence_parallel")),
+                   fsdp=bool(meta.get("fsdp")), fsdp_accumulate_unsharded=bool(meta.get("fsdp")),
+                   **_end_stage_layers(run))
+
+
+def _end_stage_layers(run: TraceRun) -> dict[str, int]:
+    """``first_stage_layers`` / ``last_stage_layers`` of a run whose pipeline stages hold
+    different layer counts (the trainer's ``--stage-layers``), from each rank's
+    ``meta.stage_layers``; ``{}`` when even."""
+    counts: dict[int, int] = {}
+    for r in run.ranks:
+        if "stage_layers" in r.meta:
+            counts[int(r.meta.get("pp_rank", 0))] = len(r.meta["stage_layers"])
+    if len(set(counts.values())) <= 1 or len(counts) != run.meta["pp"]:
+        return {}
+    return {"first_stage_layers": counts[0], "last_stage_layers": counts[len(counts) - 1]}
 
 
 class HostTimeline:

@@ -629,58 +629,25 @@ def plot_heatmap(d: Diagnosis, path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-def scaled_job(job, gpus: int):
-    """``job`` at ``gpus`` GPUs: the same model, tp and pp, data parallelism scaled up (global
-    batch with it)."""
-    import dataclasses
-
-    per = job.tp * job.pp
-    if gpus % per or gpus < per:
-        raise ValueError(f"--at-scale {gpus}: must be a multiple of tp x pp = {per}")
-    dp = gpus // per
-    return dataclasses.replace(job, dp=dp, gpus=0, global_batch=job.batch // job.dp * dp)
-
-
-def _rank_at(job, traced_job, rank: int) -> int:
-    """The rank with the same (tp, pp) coordinates as traced ``rank`` in ``job`` (dp rank 0)."""
-    tp_rank = rank % traced_job.tp
-    stage = rank // (traced_job.tp * traced_job.dp)
-    return tp_rank + stage * job.tp * job.dp
-
-
 def whatifs(run: TraceRun, stragglers: list[Straggler], at_scale: int | None = None,
-            calibration=None) -> list[dict[str, Any]]:
+            calibration=None, scale_job=None, gpu: str | None = None) -> list[dict[str, Any]]:
     """MFU before and after replacing each straggler (and all of them) with a healthy rank,
     predicted at the traced scale and at ``at_scale`` GPUs.
 
-    The workload model is calibrated on ``run`` itself unless ``calibration`` is given; a
-    straggler's compute is ``slowdown`` times slower (``predict(stragglers=...)``).
+    The traced scale is priced calibrated on ``run`` itself unless ``calibration`` is given;
+    the projection (``netsim.diagnose.atscale``) on a GPU profile (``gpu``, default the
+    job's) as ``netsim predict --straggler`` prices it, of ``scale_job`` (default: the traced
+    job) with its data parallelism scaled; a straggler's compute is ``slowdown`` times slower.
     """
+    from netsim.diagnose.atscale import Projection, whatif_rows
+    from netsim.diagnose.atscale import at_scale as project
     from netsim.diagnose.calibration import fit_calibration, job_from_trace
-    from netsim.workload.predict import predict
 
     if not stragglers or not run.meta.get("model"):
         return []  # a foreign job's profiler trace: no model to predict (its run.notes say so)
     cal = calibration or fit_calibration([run])
     traced = job_from_trace(run)
-    hw = cal.hardware()
-    jobs = [(traced, "traced")] + ([(scaled_job(traced, at_scale), "at scale")]
-                                   if at_scale else [])
-    out = []
-    for job, label in jobs:
-        factors = {_rank_at(job, traced, s.rank): s.slowdown for s in stragglers}
-
-        def mfu(f: dict[int, float], job=job) -> float:
-            return predict(job, hardware=hw, calibration=cal, stragglers=f or None).mfu
-
-        before = mfu(factors)
-        for s in stragglers:
-            rest = {r: f for r, f in factors.items() if r != _rank_at(job, traced, s.rank)}
-            out.append({"action": f"replace rank {s.rank} ({s.host}, x{s.slowdown:.2f}) on "
-                                  f"{job.world} GPUs ({label})",
-                        "mfu_before": before, "mfu_after": mfu(rest), "gpus": job.world})
-        if len(stragglers) > 1:
-            out.append({"action": f"replace all {len(stragglers)} stragglers on {job.world} "
-                                  f"GPUs ({label})",
-                        "mfu_before": before, "mfu_after": mfu({}), "gpus": job.world})
-    return out
+    rows = whatif_rows(Projection(traced, cal.hardware(), cal, "traced"), traced, stragglers)
+    if at_scale:
+        rows += whatif_rows(project(traced, at_scale, cal, scale_job, gpu), traced, stragglers)
+    return rows

@@ -11,22 +11,27 @@ from typing import Any
 from hfconfig import (  # noqa: F401  (HF_PRESETS, HFConfigKeys, check_hf_config: netsim's names too)
     HF_PRESETS,
     HFConfigKeys,
+    architecture,
+    canonical_keys,
     check_hf_config,
     int_key,
     is_config_path,
-    is_gated,
     mla_keys,
     moe_keys,
     read_hf_file,
+    sliding_layers,
+    training_seq,
 )
 from inputspec import InputError
 from netsim.model.shape import ModelConfig
 
 
 def model_from_hf(data: Mapping[str, Any], name: str, seq: int | None = None):
-    """A ``ModelConfig`` from the keys of a transformers ``config.json``."""
+    """A ``ModelConfig`` from the keys of a transformers ``config.json`` (``seq``: the
+    training sequence; None: ``hfconfig.DEFAULT_SEQ``, said in ``seq_source``)."""
     if not isinstance(data, Mapping):
         raise ValueError("config.json: expected a JSON object of transformers config keys")
+    data = canonical_keys(data)
     layers, hidden = int_key(data, "num_hidden_layers"), int_key(data, "hidden_size")
     heads, ffn = int_key(data, "num_attention_heads"), int_key(data, "intermediate_size")
     kv = int_key(data, "num_key_value_heads", heads)
@@ -37,10 +42,13 @@ def model_from_hf(data: Mapping[str, Any], name: str, seq: int | None = None):
     if kv == 0 or heads % kv:
         raise ValueError(f"config.json: num_key_value_heads {kv} must divide "
                          f"num_attention_heads {heads}")
+    gated, bias, learned = architecture(data)
+    seq, source = training_seq(data, seq)
+    window, windowed = sliding_layers(data, layers)
     fields = dict(name=name, layers=layers, hidden=hidden, heads=heads, ffn_hidden=ffn,
                   kv_heads=kv, head_dim=head_dim, vocab=int_key(data, "vocab_size"),
-                  seq=seq or int_key(data, "max_position_embeddings"), gated=is_gated(data),
-                  bias=False, learned_positions=False,
+                  seq=seq, seq_source=source, gated=gated, bias=bias,
+                  learned_positions=learned, sliding_window=window, sliding_layers=windowed,
                   tied_embeddings=bool(data.get("tie_word_embeddings", True)))
     fields.update(moe_keys(data, layers, ffn))
     fields.update(mla_keys(data))
@@ -49,7 +57,8 @@ def model_from_hf(data: Mapping[str, Any], name: str, seq: int | None = None):
 
 def hf_presets() -> dict:
     """The ``HF_PRESETS`` as ``ModelConfig`` objects."""
-    return {name: model_from_hf(cfg, name, seq) for name, (cfg, seq) in HF_PRESETS.items()}
+    return {name: model_from_hf(cfg, name, seq).replace(seq_source=f"preset {name}")
+            for name, (cfg, seq) in HF_PRESETS.items()}
 
 
 def load_hf_config(path: str):

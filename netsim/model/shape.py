@@ -69,6 +69,13 @@ class ModelConfig:
     """MLA rotary part of a query/key head."""
     v_head_dim: int = 0
     """MLA value head width."""
+    seq_source: str = ""
+    """Where ``seq`` came from, for reports (a preset, a job's ``seq``, a config.json default)."""
+    sliding_window: int = 0
+    """Attention window in tokens of the windowed layers (config.json ``sliding_window``);
+    0: full attention."""
+    sliding_layers: int = 0
+    """How many layers attend through ``sliding_window`` (Gemma-2: every other one)."""
 
     def __post_init__(self) -> None:
         for field in ("layers", "hidden", "heads", "seq", "vocab"):

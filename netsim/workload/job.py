@@ -185,6 +185,7 @@ class JobSpec:
     def model_config(self) -> ModelConfig:
         """The preset with this job's overrides applied."""
         return get_model(self.model).replace(seq=self.seq, vocab=self.vocab, layers=self.layers,
+                                             seq_source="job seq" if self.seq else None,
                                              hidden=self.hidden, heads=self.heads,
                                              ffn_hidden=self.ffn_hidden, kv_heads=self.kv_heads)
 

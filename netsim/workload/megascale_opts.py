@@ -9,6 +9,8 @@ as switches of the iteration predictor, each with its physical effect:
   ``window`` earlier tokens instead of all of them; the attention-core FLOPs of a layer shrink
   from the causal ``s^2/2`` pairs to ``w s - w^2/2`` pairs (``MegaScaleCompute``). Model FLOPs
   for MFU are still counted with full attention, as the predictor does for every job.
+  A config.json's own ``sliding_window`` (Mistral, Gemma-2) is priced the same way over its
+  windowed layers (``model_pair_fraction``) unless ``swa_window`` replaces it.
 * ``efficient_ops`` (section 3.3: FlashAttention-2, fused LayerNorm/GeLU kernels):
   FlashAttention is switched on, which removes the ``5 a s^2`` softmax/dropout bytes of the
   element-wise traffic (Korthikanti et al. 2022, Eq. 2). The element-wise bytes left are
@@ -61,9 +63,10 @@ class MegaScaleOpts:
             raise ValueError("fused_bytes_fraction must be in (0, 1]")
 
     @classmethod
-    def megascale(cls, swa_window: int = 512) -> MegaScaleOpts:
-        """Every switch on (``--megascale``); the window is this module's assumption."""
-        return cls(ptb=True, swa_window=swa_window, efficient_ops=True, lamb=True)
+    def megascale(cls, swa_window: int = 512, lamb: bool = False) -> MegaScaleOpts:
+        """Every switch on (``--megascale``) but LAMB's larger batch, which changes the job and
+        is taken only when asked (``lamb``); the window is this module's assumption."""
+        return cls(ptb=True, swa_window=swa_window, efficient_ops=True, lamb=lamb)
 
 
 def opts_from_dict(data: dict) -> MegaScaleOpts:
@@ -83,6 +86,20 @@ def swa_pair_fraction(seq: int, window: int) -> float:
     if window <= 0 or window >= seq:
         return 1.0
     return (window * seq - window * window / 2.0) / (seq * seq / 2.0)
+
+
+def model_pair_fraction(model) -> float:
+    """``swa_pair_fraction`` of a config.json's own sliding window (``model.sliding_window``),
+    averaged over the model's layers (Gemma-2 windows every other layer); 1.0 without one."""
+    if not model.sliding_window or not model.sliding_layers:
+        return 1.0
+    windowed = swa_pair_fraction(model.seq, model.sliding_window)
+    return (model.sliding_layers * windowed + model.layers - model.sliding_layers) / model.layers
+
+
+def needs_apply(opts: MegaScaleOpts, model) -> bool:
+    """Whether ``apply`` changes anything: a switch is on or the model has its own window."""
+    return opts != MegaScaleOpts() or model_pair_fraction(model) < 1.0
 
 
 class PTBComm:
@@ -131,7 +148,8 @@ def apply(job, hw: HardwareProfile, opts: MegaScaleOpts, comm_model: CommModel |
         comm = PTBComm(comm)
     comp = compute_model or RooflineCompute(hw)
     model = job.model_config()
-    pairs = swa_pair_fraction(model.seq, opts.swa_window)
+    pairs = (swa_pair_fraction(model.seq, opts.swa_window) if opts.swa_window
+             else model_pair_fraction(model))
     frac = opts.fused_bytes_fraction if opts.efficient_ops else 1.0
     if pairs < 1.0 or frac < 1.0:
         attn = model.layer_attn_flops_fwd(job.micro_batch * model.seq) / (job.tp * job.cp)

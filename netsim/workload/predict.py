@@ -98,6 +98,8 @@ class Prediction:
     contention: dict = field(default_factory=dict)
     """Time multiplier of each kind from sharing links with the kinds that overlap it
     (flow-engine comm model only; ``netsim.workload.contention``)."""
+    sequence: dict = field(default_factory=dict)
+    """The sequence length priced and where it came from: ``{"seq", "source"}``."""
     calibration_gaps: list = field(default_factory=list)
     """With a calibration: the collectives this prediction priced that it has no fit of that
     kind for, each ``{"kind", "op", "scope", "fallback"}`` (``fallback``: the fit of other
@@ -643,6 +645,7 @@ def _report(job: JobSpec, model, hw: HardwareProfile, comp: _ComputeTimes, comm:
         critical_path=run.critical_path,
         job=job.to_dict(),
         model_name=model.name,
+        sequence={"seq": model.seq, "source": model.seq_source or f"preset {model.name}"},
         schedule=schedule_summary(job),
     )
 

@@ -43,6 +43,9 @@ def register(sub) -> argparse.ArgumentParser:
     s.add_argument("--iterations", type=int, default=300,
                    help="swap proposals of topo's local search per job")
     s.add_argument("--plot", type=Path, default=None, help="directory for PNG figures")
+    from tuner.jobs import add_job_arguments
+
+    add_job_arguments(s)  # a template of every job: predict's job flags, the stream sets the size
     add_json_flag(s)
     return p
 
@@ -57,6 +60,18 @@ def _check_trace_fits(jobs, fabric, path) -> None:
         raise InputError(f"trace file {path}", problem=f"job {j.name}: gpus {j.job.world} "
                          f"(tp x pp x dp): more GPUs than the fabric has ({fabric.name}: "
                          f"{len(fabric.gpus)})")
+
+
+def _templated(jobs, args: argparse.Namespace):
+    """The stream's jobs made of ``--job`` / the job flags when given (``with_template``)."""
+    from tuner.cluster import with_template
+    from tuner.jobs import job_dict_from_args, job_source
+
+    template, flags = job_dict_from_args(args)
+    if not template:
+        return jobs
+    return with_template(jobs, template, job_source(args.job) + (" with flags" if flags and
+                                                                 args.job else ""))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if load <= 0:
             raise ValueError("--load must be > 0")
         jobs = cluster.generate_jobs(args.jobs, len(fabric.gpus), args.seed, load)
+    jobs = _templated(jobs, args)
     t0 = time.perf_counter()
 
     def progress(policy: str, done: int, total: int) -> None:

@@ -25,7 +25,14 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("trace_dir", metavar="TRACE_DIR", help="native or torch.profiler traces")
     p.add_argument("--plot", metavar="DIR", help="write the rank x step heat map DIR/heatmap.png")
     p.add_argument("--at-scale", type=int, metavar="GPUS",
-                   help="also predict the what-ifs at this many GPUs (data parallelism scaled)")
+                   help="also predict the what-ifs at this many GPUs (data parallelism scaled) "
+                   "on a GPU profile, as netsim predict --straggler does")
+    p.add_argument("--gpu", default=None,
+                   help="hardware profile of --at-scale (default: the job's, a100); a CPU "
+                   "calibration is never projected onto it")
+    p.add_argument("--at-scale-job", metavar="JOB", default=None,
+                   help="job of --at-scale (predict's --job: packaged name or YAML, e.g. "
+                   "gpt3-175b), its data parallelism scaled to GPUS; default: the traced job")
     p.add_argument("--calibration", help="calibration.json for the what-ifs (default: fitted "
                    "on the traces themselves)")
     p.add_argument("--skip", type=int, default=1, help="warm-up steps left out (default 1)")
@@ -59,10 +66,18 @@ def run(args: argparse.Namespace) -> int:
         from netsim.diagnose.calibration import load_calibration
 
         cal = load_calibration(args.calibration)
-    d.whatif = whatifs(run_, d.stragglers, args.at_scale, cal)
+    scale_job = None
+    if args.at_scale_job:
+        from tuner.jobs import load_job
+
+        scale_job = load_job(args.at_scale_job)
+    d.whatif = whatifs(run_, d.stragglers, args.at_scale, cal, scale_job, args.gpu)
     transfer = _transfer(run_, cal, args.at_scale)
-    if transfer is not None and "warning" in transfer:
-        print(f"netsim diagnose: warning: {transfer['warning']}", file=sys.stderr)
+    line = _projection_warning(run_, cal, args, scale_job)
+    if line:
+        if transfer is not None:
+            transfer["warning"] = line
+        print(f"netsim diagnose: warning: {line}", file=sys.stderr)
     if args.plot:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         plot_heatmap(d, Path(args.plot) / "heatmap.png")
@@ -87,6 +102,27 @@ def _transfer(run_, cal, at_scale: int | None) -> dict | None:
     if cal is not None:
         return calibration_transfer(cal, at_scale)
     return transfer_check(hardware_of([run_]), len(run_.ranks), float("inf"), at_scale)
+
+
+def _projection_warning(run_, cal, args: argparse.Namespace, scale_job) -> str | None:
+    """A loud line when ``--at-scale`` left out a calibration not fitted on GPUs (the
+    one given, else the one fitted on the traces): the projection uses a GPU profile."""
+    if args.at_scale is None:
+        return None
+    from netsim.diagnose.calibration import hardware_of
+
+    info = (getattr(cal, "hardware_info", None) or {}) if cal is not None else hardware_of([run_])
+    if info.get("device") == "cuda":
+        return None
+    return (f"the calibration ({info.get('device', 'unknown')}/{info.get('backend', 'unknown')}"
+            f" ranks) is not projected onto {args.at_scale} GPUs (a CPU calibration does not "
+            f"transfer to GPUs): the at-scale what-ifs are priced on the "
+            f"{_scale_hw(args, scale_job)} profile, as netsim predict --straggler prices them")
+
+
+def _scale_hw(args: argparse.Namespace, scale_job) -> str:
+    """The hardware profile the projection is priced on (the rows name it too)."""
+    return args.gpu or (scale_job.gpu if scale_job is not None else "a100")
 
 
 def _print_human(d, plot: str | None) -> None:

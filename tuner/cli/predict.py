@@ -17,7 +17,6 @@ import sys
 
 from tuner.cli._output import add_command, add_json_flag, format_table, print_json, progress
 
-OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "ep_comm", "cp_comm")
 COMM_MODELS = ("flow", "analytic")
 
 
@@ -27,35 +26,12 @@ def register(sub) -> argparse.ArgumentParser:
         "predict iteration time and MFU of a 3D-parallel training job",
         "Predict one training iteration (compute, pipeline bubble, TP/PP/DP "
         "communication on the fabric) of a GPT model. Flags override the model preset.")
-    p.add_argument("--job", default=None,
-                   help="YAML/JSON job file (keys of JobSpec) or packaged job name "
-                   "(gpt3-175b, tiny, ...); flags win")
-    p.add_argument("--model", default=None,
-                   help="model preset (gpt3-175b default, llama3-405b, deepseek-v3, ...) or a "
-                   "transformers config.json path")
+    from tuner.jobs import add_job_arguments
+
+    add_job_arguments(p, prefix="")
     p.add_argument("--like", metavar="TRACE_DIR", default=None,
                    help="take the job (model, degrees, batch, micro-batches) from a trace; "
                    "flags win")
-    p.add_argument("--gpu", default=None, help="hardware profile: a100 (default), h100, h200, h800")
-    p.add_argument("--gpus", type=int, default=None, help="world size; must equal tp x pp x dp")
-    p.add_argument("--tp", type=int, default=None, help="tensor-parallel degree")
-    p.add_argument("--pp", type=int, default=None, help="pipeline-parallel degree")
-    p.add_argument("--dp", type=int, default=None, help="data-parallel degree")
-    p.add_argument("--global-batch", type=int, default=None, help="sequences per iteration")
-    p.add_argument("--micro-batch", "--micro-batch-size", dest="micro_batch", type=int,
-                   default=None, help="sequences per micro-batch (a size)")
-    _add_micro_batches(p)
-    p.add_argument("--seq", type=int, default=None, help="sequence length override")
-    p.add_argument("--vocab", type=int, default=None, help="vocabulary size override")
-    p.add_argument("--virtual-stages", type=int, default=None,
-                   help="model chunks per stage (interleaved 1F1B when > 1)")
-    p.add_argument("--recompute", action="store_true", default=None,
-                   help="full activation recomputation")
-    p.add_argument("--distributed-optimizer", action="store_true", default=None,
-                   help="shard optimizer state over DP (reduce-scatter + all-gather)")
-    p.add_argument("--overlap", default=None,
-                   help="comma list of " + ", ".join(OVERLAPS) + "; 'megascale' = all, "
-                   "'none' = Megatron-LM defaults")
     p.add_argument("--fabric", default=None,
                    help="fabric preset or file; default: a rail-optimised fabric sized to the job")
     p.add_argument("--placement", default=None,
@@ -78,9 +54,6 @@ def register(sub) -> argparse.ArgumentParser:
     p.add_argument("--background", default=None,
                    help="RUNNING.yaml: jobs already on the fabric, whose traffic shares it "
                    "(flow engine; output gains 'background' rows)")
-    from tuner.jobs import add_modern_arguments
-
-    add_modern_arguments(p)
     _add_megascale_arguments(p)
     add_json_flag(p)
     return p
@@ -95,28 +68,45 @@ def _add_megascale_arguments(p: argparse.ArgumentParser) -> None:
                    help="sliding-window attention over WINDOW tokens (0 = full attention)")
     g.add_argument("--efficient-ops", action="store_true",
                    help="fused element-wise kernels and FlashAttention")
-    g.add_argument("--lamb", action="store_true", help="LAMB: global batch x3")
+    g.add_argument("--lamb", action="store_true", help="LAMB: global batch x3 (the paper's)")
+    g.add_argument("--lamb-batch-scale", type=int, default=None, metavar="FACTOR",
+                   help="LAMB with the global batch multiplied by FACTOR (--lamb: 3)")
     g.add_argument("--megascale", action="store_true",
-                   help="all of the above (window 512 unless --swa) and every MegaScale overlap")
+                   help="PTB, SWA (window 512 unless --swa), efficient operators and every "
+                   "MegaScale overlap; the global batch is kept unless --lamb or "
+                   "--lamb-batch-scale is given")
 
 
 def _megascale_opts(args: argparse.Namespace):
-    """Flags win over the job file's ``megascale_opts`` mapping."""
+    """Flags win over the job file's ``megascale_opts`` mapping; LAMB's batch only when asked."""
     from dataclasses import replace
 
     from netsim.workload.megascale_opts import MegaScaleOpts, opts_from_dict
 
     if getattr(args, "megascale", False):
-        return MegaScaleOpts.megascale(args.swa or 512)
-    opts = opts_from_dict(getattr(args, "megascale_file", None) or {})
-    flags = {"ptb": args.ptb, "swa_window": args.swa, "efficient_ops": args.efficient_ops,
-             "lamb": args.lamb}
-    return replace(opts, **{k: v for k, v in flags.items() if v})
+        opts = MegaScaleOpts.megascale(args.swa or 512)
+    else:
+        opts = opts_from_dict(getattr(args, "megascale_file", None) or {})
+        flags = {"ptb": args.ptb, "swa_window": args.swa, "efficient_ops": args.efficient_ops}
+        opts = replace(opts, **{k: v for k, v in flags.items() if v})
+    scale = getattr(args, "lamb_batch_scale", None)
+    if args.lamb or scale:
+        opts = replace(opts, lamb=True, lamb_batch_factor=scale or opts.lamb_batch_factor)
+    return opts
+
+
+def _batch_note(opts, pred) -> str:
+    """The global batch priced and whether LAMB changed it (a report line)."""
+    batch = round(pred.tokens_per_s * pred.iteration_s / pred.sequence["seq"])
+    if opts.lamb:
+        return (f"global batch {batch} sequences: LAMB x{opts.lamb_batch_factor} of "
+                f"{batch // opts.lamb_batch_factor} (--lamb / --lamb-batch-scale)")
+    return f"global batch {batch} sequences (kept: LAMB's larger batch only with --lamb)"
 
 
 def _job_from_args(args: argparse.Namespace):
     from netsim.workload import JobSpec, Overlap
-    from tuner.jobs import job_source, read_job_dict
+    from tuner.jobs import job_source, overlap_value, read_job_dict
 
     data: dict = dict(read_job_dict(args.job)) if args.job else {}
     args.megascale_file = data.pop("megascale_opts", None)
@@ -130,7 +120,7 @@ def _job_from_args(args: argparse.Namespace):
 
     data.update(modern_values(args))
     if args.overlap:
-        data["overlap"] = _parse_overlap(args.overlap, Overlap)
+        data["overlap"] = overlap_value(args.overlap)
     elif getattr(args, "megascale", False):
         data["overlap"] = Overlap.megascale()
     data = _apply_micro_batches(data, args)
@@ -138,12 +128,6 @@ def _job_from_args(args: argparse.Namespace):
         getattr(args, "micro_batches", None) is not None or bool(modern_values(args))
     source = job_source(args.job) + (" with flags" if args.job and given else "")
     return JobSpec.from_dict(data, source=source)
-
-
-def _add_micro_batches(p) -> None:
-    from tuner.jobs import add_micro_batches_argument
-
-    add_micro_batches_argument(p)
 
 
 def _apply_micro_batches(data: dict, args: argparse.Namespace) -> dict:
@@ -158,18 +142,6 @@ def _job_overrides(args: argparse.Namespace) -> dict:
     names = ("tp", "pp", "dp", "global_batch", "micro_batch", "seq", "vocab", "virtual_stages",
              "recompute", "distributed_optimizer")
     return {k: getattr(args, k) for k in names if getattr(args, k, None) is not None}
-
-
-def _parse_overlap(text: str, overlap_cls):
-    if text == "megascale":
-        return overlap_cls.megascale()
-    if text == "none":
-        return overlap_cls()
-    names = [t.strip() for t in text.split(",") if t.strip()]
-    bad = [n for n in names if n not in OVERLAPS]
-    if bad:
-        raise ValueError(f"--overlap: unknown {bad}; choose from {', '.join(OVERLAPS)}")
-    return overlap_cls(**{n: True for n in names})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(out)
         return 0
     _print_human(pred, fabric, comm, hw.name)
+    print(_batch_note(opts, pred))
     if shared is not None:
         from tuner.cli._background import print_background
 
@@ -295,9 +268,10 @@ def _flow_comm_model(args: argparse.Namespace, fabric, hw, calibration, bar):
 
 def _with_megascale(job, hw, opts, comm_model, calibration):
     """(job, hw, comm model, compute model) with MegaScale's switches applied, if any."""
-    if opts == type(opts)():
+    from netsim.workload.megascale_opts import apply, needs_apply
+
+    if not needs_apply(opts, job.model_config()):
         return job, hw, comm_model, None
-    from netsim.workload.megascale_opts import apply
 
     return apply(job, hw, opts, comm_model or (calibration.comm_model(hw) if calibration else None),
                  calibration.compute_model(hw) if calibration else None)
@@ -333,6 +307,7 @@ def _json_report(pred, shared, opts, fabric, comm: str, hw) -> dict:
     out["megascale_opts"] = {"ptb": opts.ptb, "swa_window": opts.swa_window,
                              "efficient_ops": opts.efficient_ops, "lamb": opts.lamb,
                              "lamb_batch_factor": opts.lamb_batch_factor,
+                             "global_batch_note": _batch_note(opts, pred),
                              "fused_bytes_fraction": opts.fused_bytes_fraction}
     out["fabric"] = fabric.name if fabric is not None else None
     out["comm_model"] = comm
@@ -368,6 +343,8 @@ def _print_human(pred, fabric, comm: str, hw_name: str) -> None:
           f"{', fp8' if j.get('fp8') else ''}, "
           f"{pred.micro_batches} micro-batches, v {j['virtual_stages']}) fabric "
           f"{fabric.name if fabric is not None else 'synthetic'}, comm model {comm}")
+    if pred.sequence:
+        print(f"sequence {pred.sequence['seq']} tokens ({pred.sequence['source']})")
     if sc:
         print(f"schedule {sc['schedule']} (v {sc['virtual_stages']}), {sc['micro_batches']} "
               f"micro-batches, layers per stage {_runs(sc['stage_layers'])}")

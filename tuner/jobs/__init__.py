@@ -23,6 +23,30 @@ JOB_FLAGS: dict[str, type] = {"model": str, "gpu": str, "gpus": int, "tp": int, 
                               "dp": int, "global_batch": int, "micro_batch": int, "seq": int,
                               "vocab": int, "virtual_stages": int}
 
+#: Help of the job flags (the same text in every subcommand that takes a job).
+JOB_HELP: dict[str, str] = {
+    "model": "model preset (gpt3-175b, llama3-405b, deepseek-v3, ...) or a transformers "
+             "config.json path",
+    "gpu": "hardware profile: a100 (default), h100, h200, h800", "gpus": "world size",
+    "tp": "tensor-parallel degree", "pp": "pipeline-parallel degree",
+    "dp": "data-parallel degree", "global_batch": "sequences per iteration",
+    "micro_batch": "sequences per micro-batch (a size)",
+    "seq": "training sequence length (a config.json model's default is stated in the report)",
+    "vocab": "vocabulary size override",
+    "virtual_stages": "model chunks per stage (interleaved 1F1B when > 1)",
+}
+
+#: Job switches and the overlap list, shared like ``JOB_FLAGS``: key -> (flag, help).
+JOB_SWITCHES: dict[str, tuple[str, str]] = {
+    "recompute": ("--recompute", "full activation recomputation"),
+    "distributed_optimizer": ("--distributed-optimizer",
+                              "shard optimizer state over DP (reduce-scatter + all-gather)"),
+}
+
+#: ``--overlap`` names: the fields of ``netsim.workload.Overlap``.
+OVERLAPS = ("dp_grad_reduce", "dp_param_gather", "pp_send_recv", "tp_comm", "cp_comm",
+            "ep_comm")
+
 #: Switches that also take a ``--no-`` form (their default is on).
 NEGATABLE = frozenset({"fsdp_reshard_after_forward"})
 
@@ -131,17 +155,45 @@ def load_job(spec: str | None = None, **overrides: Any):
     return JobSpec.from_dict(data, source=source)
 
 
-def add_job_arguments(p: argparse.ArgumentParser) -> None:
-    """``--job`` plus one flag per job key (``--global-batch`` for ``global_batch``)."""
+def add_job_arguments(p: argparse.ArgumentParser, prefix: str = "job_") -> None:
+    """``--job`` plus one flag per job key (``--global-batch`` for ``global_batch``), the job
+    switches, ``--overlap``, ``--micro-batches`` and today's parallelism flags: the one set of
+    job flags of predict (``prefix=""``), place, recommend and cluster (``dest = prefix + key``)."""
     p.add_argument("--job", default=None,
-                   help=f"job YAML file or packaged name ({', '.join(packaged_jobs())})")
+                   help=f"job YAML file or packaged name ({', '.join(packaged_jobs())}); "
+                   "flags win")
     g = p.add_argument_group("job as flags (override the file's keys)")
     for key, typ in JOB_FLAGS.items():
         names = ["--" + key.replace("_", "-")] + (["--micro-batch-size"]
                                                   if key == "micro_batch" else [])
-        g.add_argument(*names, dest=f"job_{key}", type=typ, default=None, metavar=key.upper())
-    add_micro_batches_argument(g, dest="job_micro_batches")
-    add_modern_arguments(p, prefix="job_")
+        g.add_argument(*names, dest=prefix + key, type=typ, default=None, metavar=key.upper(),
+                       help=JOB_HELP.get(key))
+    for key, (flag, text) in JOB_SWITCHES.items():
+        g.add_argument(flag, dest=prefix + key, action="store_true", default=None, help=text)
+    g.add_argument("--overlap", dest=prefix + "overlap", default=None,
+                   help="comma list of " + ", ".join(OVERLAPS) + "; 'megascale' = every "
+                   "MegaScale overlap, 'none' = Megatron-LM defaults")
+    add_micro_batches_argument(g, dest=prefix + "micro_batches")
+    add_modern_arguments(p, prefix=prefix)
+
+
+def overlap_value(text: str | None):
+    """``--overlap`` as a job-file value: ``megascale``, ``none`` or ``{name: True}``."""
+    if text in (None, "megascale", "none"):
+        return text
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in OVERLAPS]
+    if bad or not names:
+        raise InputError("--overlap", None, text, "a comma list of " + ", ".join(OVERLAPS) +
+                         ", or megascale, or none", "ep_comm,cp_comm")
+    return {n: True for n in names}
+
+
+def switch_values(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
+    """The job switches and ``--overlap`` given on the command line (None left out)."""
+    out = {k: getattr(args, prefix + k, None) for k in JOB_SWITCHES}
+    out["overlap"] = overlap_value(getattr(args, prefix + "overlap", None))
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def add_micro_batches_argument(p, dest: str = "micro_batches") -> None:
@@ -174,16 +226,27 @@ def apply_micro_batches(data: dict[str, Any], count: int | None, global_flag: in
     return {**data, "global_batch": want}
 
 
-def job_from_args(args: argparse.Namespace):
-    """The JobSpec the parsed ``--job`` and job flags describe."""
+def job_dict_from_args(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
+    """(the job keys of the parsed ``--job`` file and job flags, whether any flag was given)."""
     overrides = {k: getattr(args, f"job_{k}") for k in JOB_FLAGS}
     overrides.update(modern_values(args, prefix="job_"))
-    count = getattr(args, "job_micro_batches", None)
-    if count is None:
-        return load_job(args.job, **overrides)
+    overrides.update(switch_values(args, prefix="job_"))
+    flags = {k: v for k, v in overrides.items() if v is not None}
     data = read_job_dict(args.job) if args.job else {}
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    data = apply_micro_batches(data, count, overrides["global_batch"], overrides["micro_batch"])
+    data.update(flags)
+    count = getattr(args, "job_micro_batches", None)
+    if count is not None:
+        data = apply_micro_batches(data, count, overrides["global_batch"],
+                                   overrides["micro_batch"])
+    return data, bool(flags) or count is not None
+
+
+def job_from_args(args: argparse.Namespace):
+    """The JobSpec the parsed ``--job`` and job flags describe."""
     from netsim.workload import JobSpec
 
-    return JobSpec.from_dict(data, source=job_source(args.job) + " with flags")
+    data, flags = job_dict_from_args(args)
+    if not data:
+        raise ValueError("no job given: pass --job FILE|NAME or --model/--tp/--pp/--dp flags")
+    source = job_source(args.job) + (" with flags" if args.job and flags else "")
+    return JobSpec.from_dict(data, source=source)
