@@ -58,6 +58,7 @@ def summarise(rows: list[dict]) -> list[dict]:
                     "rss_max": max(r["maxrss_mib"] for r in runs), "data_pkts": first["data_pkts"],
                     "events": first["events"], "flows_done": first["flows_done"],
                     "makespan_us": first["makespan_us"], "mean_fct_us": first["mean_fct_us"],
+                    "pauses": first["pfc_pauses"], "refreshes": first["pfc_refreshes"],
                     "load_min": min(r["load1"] for r in runs),
                     "load_max": max(r["load1"] for r in runs), "extra": first})
     ref = {s["hosts"]: s for s in out if s["contender"] == REFERENCE}
@@ -82,8 +83,8 @@ def render(summary: list[dict], meta: dict) -> str:
              "faster than htsim).", "",
              "| hosts | contender | runs | CPU s min | CPU s median (sys) | data pkts / CPU s | "
              "x htsim (min) | x htsim (median) | peak RSS MiB (x htsim) | events / data pkt | "
-             "makespan us | mean FCT us | load (1 min) |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "PAUSEs (refreshes) | makespan us | mean FCT us | load (1 min) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
     for s in sorted(summary, key=lambda s: (s["hosts"], s["contender"])):
         epp = s["events"] / s["data_pkts"] if s["events"] else None
         lines.append(
@@ -91,10 +92,17 @@ def render(summary: list[dict], meta: dict) -> str:
             f"{s['cpu_median']:.2f} ({s['sys_median']:.2f}) | {_f(s['rate_median'])} | "
             f"{_f(s['ratio_min'], '.2f')} | {_f(s['ratio_median'], '.2f')} | "
             f"{s['rss_max']:.0f} ({_f(s['rss_ratio'], '.2f')}) | {_f(epp, '.2f')} | "
+            f"{_pauses(s)} | "
             f"{_f(s['makespan_us'], '.1f')} | {_f(s['mean_fct_us'], '.1f')} | "
             f"{s['load_min']:.1f}-{s['load_max']:.1f} |")
     lines += ["", *_q15_lines(summary)]
     return "\n".join(lines)
+
+
+def _pauses(s: dict) -> str:
+    if s["pauses"] is None:
+        return "-"
+    return f"{s['pauses']:,} ({s['refreshes']:,})"
 
 
 def _q15_lines(summary: list[dict]) -> list[str]:
