@@ -117,10 +117,11 @@ def _q15_lines(summary: list[dict]) -> list[str]:
     return out
 
 
-def render_into(doc: Path, text: str) -> None:
+def render_into(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace what lies between the *begin* and *end* markers of *doc* with *text*."""
     body = doc.read_text()
-    if BEGIN not in body or END not in body:
-        raise SystemExit(f"{doc}: markers {BEGIN} / {END} missing")
-    head, rest = body.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    if begin not in body or end not in body:
+        raise SystemExit(f"{doc}: markers {begin} / {end} missing")
+    head, rest = body.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    doc.write_text(f"{head}{begin}\n{text}\n{end}{tail}")

@@ -75,6 +75,36 @@ def write_rows(path: Path, rows: list[dict]) -> None:
         w.writerows(ok)
 
 
+def render_doc(doc: Path, after: Path, before: str | None) -> int:
+    """The cases of *after* (and *before*) as a table between DOC's flow28 markers."""
+    from _htsim_report import render_into
+
+    sets = ([("before", Path(before))] if before else []) + [("this tree", after)]
+    lines = ["| tree | op | GPUs | bytes per rank | QPs | CPU s (collective) | process user + sys s | "
+             "minor faults | "
+             "peak RSS MiB | simulated time s | load (1 min) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, path in sets:
+        with path.open() as fh:
+            for r in csv.DictReader(fh):
+                f = {k: float(v) for k, v in r.items() if _is_num(v)}
+                lines.append(
+                    f"| {name} | {r['op']} | {f['gpus']:,.0f} | {f['size_bytes']:,.0f} | "
+                    f"{f['qps']:,.0f} | {f['cpu_s']:.1f} | {f['process_user_s']:.1f} + "
+                    f"{f['process_sys_s']:.1f} | {f['minor_faults']:,.0f} | "
+                    f"{f['max_rss_MiB']:,.0f} | {f['time_s']:.6f} | {f['loadavg_1min']:.1f} |")
+    render_into(doc, "\n".join(lines), "<!-- flow28:begin -->", "<!-- flow28:end -->")
+    return 0
+
+
+def _is_num(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
 def scaling(rows: list[dict]) -> dict:
     """Exponent of CPU time vs QPs, and CPU microseconds per QP x log2(QP)."""
     ok = [r for r in rows if "cpu_s" in r]
@@ -95,8 +125,13 @@ def main(argv=None) -> int:
                    help="largest exact all-to-all run (one fluid commodity per QP, n^2 / 4 QPs)")
     p.add_argument("--bytes", default="1GiB", help="collective size per rank (default 1GiB)")
     p.add_argument("--csv", default=None, help="also write every case as a CSV row here")
+    p.add_argument("--render", default=None, metavar="DOC",
+                   help="render --csv (and --before-csv) into DOC's flow28 markers, run nothing")
+    p.add_argument("--before-csv", default=None, help="the same cases on the tree before")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.render:
+        return render_doc(Path(args.render), Path(args.csv), args.before_csv)
     size = parse_bytes(args.bytes)
     sizes = [int(s) for s in args.sizes.split(",")]
     report = {}
