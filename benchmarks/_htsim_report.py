@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import csv
-import json
 import statistics
 from pathlib import Path
+
+from _results import read_meta_csv, render_between, write_meta_csv
 
 CSV_DEFAULT = Path(__file__).resolve().parent / "results" / "htsim28.csv"
 BEGIN, END = "<!-- htsim28:begin -->", "<!-- htsim28:end -->"
@@ -17,19 +17,12 @@ REFERENCE = "htsim -q 1000"
 
 
 def write_csv(path: Path, rows: list[dict], meta: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        fh.write("# " + json.dumps(meta) + "\n")
-        w = csv.DictWriter(fh, COLS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+    write_meta_csv(path, rows, meta, COLS)
 
 
 def read_csv(path: Path) -> tuple[list[dict], dict]:
-    with path.open() as fh:
-        meta = json.loads(fh.readline()[2:])
-        rows = [{k: _num(v) for k, v in r.items()} for r in csv.DictReader(fh)]
-    return rows, meta
+    rows, meta = read_meta_csv(path)
+    return [{k: _num(v) for k, v in r.items()} for r in rows], meta
 
 
 def _num(v: str):
@@ -119,9 +112,4 @@ def _q15_lines(summary: list[dict]) -> list[str]:
 
 def render_into(doc: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace what lies between the *begin* and *end* markers of *doc* with *text*."""
-    body = doc.read_text()
-    if begin not in body or end not in body:
-        raise SystemExit(f"{doc}: markers {begin} / {end} missing")
-    head, rest = body.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    doc.write_text(f"{head}{begin}\n{text}\n{end}{tail}")
+    render_between(doc, text, begin, end)

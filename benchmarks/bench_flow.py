@@ -77,7 +77,7 @@ def write_rows(path: Path, rows: list[dict]) -> None:
 
 def render_doc(doc: Path, after: Path, before: str | None) -> int:
     """The cases of *after* (and *before*) as a table between DOC's flow28 markers."""
-    from _htsim_report import render_into
+    from _results import render_between
 
     sets = ([("before", Path(before))] if before else []) + [("this tree", after)]
     lines = ["| tree | op | GPUs | bytes per rank | QPs | CPU s (collective) | process user + sys s | "
@@ -93,7 +93,7 @@ def render_doc(doc: Path, after: Path, before: str | None) -> int:
                     f"{f['qps']:,.0f} | {f['cpu_s']:.1f} | {f['process_user_s']:.1f} + "
                     f"{f['process_sys_s']:.1f} | {f['minor_faults']:,.0f} | "
                     f"{f['max_rss_MiB']:,.0f} | {f['time_s']:.6f} | {f['loadavg_1min']:.1f} |")
-    render_into(doc, "\n".join(lines), "<!-- flow28:begin -->", "<!-- flow28:end -->")
+    render_between(doc, "\n".join(lines), "<!-- flow28:begin -->", "<!-- flow28:end -->")
     return 0
 
 

@@ -13,6 +13,8 @@ BENCH = ROOT / "benchmarks"
 
 
 def _load(name: str):
+    if str(BENCH) not in sys.path:  # the benchmark modules import each other by name
+        sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
