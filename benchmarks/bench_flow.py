@@ -1,11 +1,11 @@
 """Benchmark: flow-level ring all-reduce and all-to-all over 512 .. 49,152 GPUs on clos3 fabrics.
 
 Run: ``python benchmarks/bench_flow.py [--sizes 512,2048,12288,49152]
-[--ops allreduce,alltoall,alltoall-exact] [--max-a2a 2048] [--json]``.
+[--ops allreduce,alltoall,alltoall-exact] [--max-a2a 2048] [--bytes 1GiB] [--csv FILE] [--json]``.
 
 Each case runs in a fresh child process (so its peak RSS is its own): it builds the clos3 fabric
 of ``n / 8`` MegaScale servers (``Clos3Spec(servers=n // 8)``; 12,288 GPUs is the ``megascale``
-preset, 49,152 ``megascale-4x``), then times one 1 GiB collective over all its GPUs with the
+preset, 49,152 ``megascale-4x``), then times one collective of ``--bytes`` (1 GiB) over all its GPUs with the
 default ``NcclConfig`` (16 channels, 1 QP per connection, PXN). Printed per case: simulated
 time and busbw, QPs (flow-engine flows), commodities of the fluid problem, wall and CPU seconds
 of the simulation (fabric build excluded, reported apart), the child's max RSS; then, per op,
@@ -21,39 +21,88 @@ commodity per QP) up to ``--max-a2a`` GPUs, and the table prints the ratio of th
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
+import os
 import sys
+from pathlib import Path
 
 import numpy as np
 from _child import run_child
 
+from topologies.units import parse_bytes
+
 _CHILD = r"""
 import json, resource, sys, time
+def ru():
+    return resource.getrusage(resource.RUSAGE_SELF)
 from topologies import Clos3Spec, clos3
 from netsim.collectives import alltoall_load, run_collective
 from netsim.collectives.nccl import NcclConfig
-op, n = sys.argv[1], int(sys.argv[2])
+op, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t0 = time.perf_counter()
 fabric = clos3(Clos3Spec(name=f"clos3-{n}", servers=n // 8))
 build_s = time.perf_counter() - t0
 t0, c0 = time.perf_counter(), time.process_time()
 if op == "alltoall":
-    res = alltoall_load(fabric, n, 1 << 30, NcclConfig())
+    res = alltoall_load(fabric, n, size, NcclConfig())
 else:
-    res = run_collective(fabric, op.replace("-exact", ""), n, 1 << 30, NcclConfig())
+    res = run_collective(fabric, op.replace("-exact", ""), n, size, NcclConfig())
 wall, cpu = time.perf_counter() - t0, time.process_time() - c0
 print(json.dumps({"op": op, "gpus": n, "links": fabric.num_links, "build_s": build_s,
                   "wall_s": wall, "cpu_s": cpu, "qps": res.qps, "connections": res.connections,
                   "time_s": res.time_s, "busbw_GBps": res.busbw_GBps,
                   "events": res.extra["events"],
-                  "max_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "max_rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "size_bytes": size, "process_user_s": ru().ru_utime, "process_sys_s": ru().ru_stime,
+                  "minor_faults": ru().ru_minflt}))
 """
 
 
-def run_case(op: str, n: int) -> dict:
+def run_case(op: str, n: int, size: int = 1 << 30) -> dict:
     """Run one case in a child process and return its measurements."""
-    return run_child(_CHILD, op, str(n), op=op, gpus=n)
+    return run_child(_CHILD, op, str(n), str(size), op=op, gpus=n)
+
+
+def write_rows(path: Path, rows: list[dict]) -> None:
+    """Every measured case as one CSV row (skipped and failed cases left out)."""
+    ok = [r for r in rows if "cpu_s" in r]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, sorted({k for r in ok for k in r}))
+        w.writeheader()
+        w.writerows(ok)
+
+
+def render_doc(doc: Path, after: Path, before: str | None) -> int:
+    """The cases of *after* (and *before*) as a table between DOC's flow28 markers."""
+    from _results import render_between
+
+    sets = ([("before", Path(before))] if before else []) + [("this tree", after)]
+    lines = ["| tree | op | GPUs | bytes per rank | QPs | CPU s (collective) | process user + sys s | "
+             "minor faults | "
+             "peak RSS MiB | simulated time s | load (1 min) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, path in sets:
+        with path.open() as fh:
+            for r in csv.DictReader(fh):
+                f = {k: float(v) for k, v in r.items() if _is_num(v)}
+                lines.append(
+                    f"| {name} | {r['op']} | {f['gpus']:,.0f} | {f['size_bytes']:,.0f} | "
+                    f"{f['qps']:,.0f} | {f['cpu_s']:.1f} | {f['process_user_s']:.1f} + "
+                    f"{f['process_sys_s']:.1f} | {f['minor_faults']:,.0f} | "
+                    f"{f['max_rss_MiB']:,.0f} | {f['time_s']:.6f} | {f['loadavg_1min']:.1f} |")
+    render_between(doc, "\n".join(lines), "<!-- flow28:begin -->", "<!-- flow28:end -->")
+    return 0
+
+
+def _is_num(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
 
 
 def scaling(rows: list[dict]) -> dict:
@@ -74,8 +123,16 @@ def main(argv=None) -> int:
     p.add_argument("--ops", default="allreduce,alltoall,alltoall-exact")
     p.add_argument("--max-a2a", type=int, default=2048,
                    help="largest exact all-to-all run (one fluid commodity per QP, n^2 / 4 QPs)")
+    p.add_argument("--bytes", default="1GiB", help="collective size per rank (default 1GiB)")
+    p.add_argument("--csv", default=None, help="also write every case as a CSV row here")
+    p.add_argument("--render", default=None, metavar="DOC",
+                   help="render --csv (and --before-csv) into DOC's flow28 markers, run nothing")
+    p.add_argument("--before-csv", default=None, help="the same cases on the tree before")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.render:
+        return render_doc(Path(args.render), Path(args.csv), args.before_csv)
+    size = parse_bytes(args.bytes)
     sizes = [int(s) for s in args.sizes.split(",")]
     report = {}
     for op in args.ops.split(","):
@@ -84,10 +141,12 @@ def main(argv=None) -> int:
             if op == "alltoall-exact" and n > args.max_a2a:
                 rows.append({"op": op, "gpus": n, "skipped": f"n^2/8 = {n * n // 8} connections"})
                 continue
-            rows.append(run_case(op, n))
+            rows.append({**run_case(op, n, size), "loadavg_1min": os.getloadavg()[0]})
             if not args.json:
                 print(json.dumps(rows[-1]), flush=True)
         report[op] = {"rows": rows, "scaling": scaling(rows)}
+    if args.csv:
+        write_rows(Path(args.csv), [r for rep in report.values() for r in rep["rows"]])
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

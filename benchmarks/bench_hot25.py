@@ -32,7 +32,6 @@ go to stderr (keep them: ``2> benchmarks/results/hot25.log``).
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -43,6 +42,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _results import read_meta_csv, render_between, write_meta_csv
 
 HERE = Path(__file__).resolve()
 BEGIN, END = "<!-- hot25:begin -->", "<!-- hot25:end -->"
@@ -278,29 +279,12 @@ def render(summary: list[dict], meta: dict) -> str:
 
 
 def write_csv(path: Path, summary: list[dict], meta: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     cols = ["bench", "build", "stat", "n", "before", "after", "ratio", "load_min", "load_max"]
-    with path.open("w", newline="") as fh:
-        fh.write("# " + json.dumps(meta) + "\n")
-        w = csv.DictWriter(fh, cols, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(summary)
-
-
-def read_csv(path: Path) -> tuple[list[dict], dict]:
-    with path.open() as fh:
-        meta = json.loads(fh.readline()[2:])
-        rows = list(csv.DictReader(fh))
-    return rows, meta
+    write_meta_csv(path, summary, meta, cols)
 
 
 def render_into(doc: Path, table: str) -> None:
-    text = doc.read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{doc}: markers {BEGIN} / {END} missing")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    render_between(doc, table, BEGIN, END)
 
 
 def main(argv=None) -> int:
@@ -325,7 +309,7 @@ def main(argv=None) -> int:
     ap.add_argument("--render-only", action="store_true", help="render --csv, run nothing")
     args = ap.parse_args(argv)
     if args.render_only:
-        rows, meta = read_csv(Path(args.csv))
+        rows, meta = read_meta_csv(Path(args.csv))
         table = render(rows, meta)
         if args.render:
             render_into(Path(args.render), table)
@@ -357,7 +341,7 @@ def main(argv=None) -> int:
             "load_min": min(loads), "load_max": max(loads), "cpus": os.cpu_count()}
     summary = summarize(raw)
     write_csv(Path(args.csv), summary, meta)
-    table = render(read_csv(Path(args.csv))[0], meta)
+    table = render(read_meta_csv(Path(args.csv))[0], meta)
     if args.render:
         render_into(Path(args.render), table)
     print(table)

@@ -1,21 +1,37 @@
-"""Side by side with htsim (Broadcom csg-htsim ``htsim_roce``): the same permutation of 2 MB
-flows on the same 3-tier fat-tree (K^3/4 hosts, 400G, 1 us links, MTU 4096), alternating
-runs of htsim, this engine and optionally a baseline revision, each in its own process.
+"""This engine against htsim (Broadcom csg-htsim ``htsim_roce``), like for like (issue 28).
 
-Used by ``benchmarks/bench_packet.py --htsim BIN [--hosts 128,432,1024] [--baseline REF]``.
-The figure is data packets per CPU second of the simulating process (its own user + system
-time: steadier than wall time on a shared machine), the median over ``--reps`` rounds, and the
-ratio of this engine to htsim. htsim's build and flags: ``../shared/reference/peer-bench.md``
-(``-strat ecmp_host -paths 256 -linkspeed 400000 -mtu 4096``, its default 15-packet lossless
-queues, no end-to-end congestion control: pass ``--cc none`` for the like-for-like run).
-The traffic matrix is ours (``netsim.scenario.traffic.permutation`` with the seed), written in htsim's
-connection-matrix format with host i = the fabric's i-th NIC. Where this tree's hot path is
-compiled (``setup.py build_ext --inplace``), it also runs on its plain Python path
-(``NETSIM_PURE_PYTHON=1``) as a third contender.
+The same permutation of 2 MB flows (ours, seed 0, written as an htsim connection matrix, host i =
+the fabric's i-th NIC) on the same 3-tier fat-tree (K^3/4 hosts, 400G, 1 us links, MTU 4096,
+no CC, PFC on), whole process against whole process:
+
+* htsim at ``-q 1000 -strat ecmp_host -paths 256 -mtu 4096 -linkspeed 400000``. ``-q`` only
+  sets the size over which its lossless queues print a "LOSSLESS not working!" line per packet
+  (at the default 15 that is megabytes of output); one ``-q 15`` run per size checks that the
+  flows finish at the same times as at ``-q 1000`` (``q15_same``). htsim seeds each flow's
+  path id with ``srand(time(NULL))``, so every htsim run here has ``time()`` fixed by a
+  preloaded one-line shim (built with ``cc``): its runs repeat exactly, the binary is untouched.
+* this engine with htsim's model (``_htsim_child.matched_config``: PAUSE over 15 packets,
+  RESUME under 12 per ingress queue, one ACK per packet, htsim's packet sizes, no buffer
+  limit, ECN off) and, for the cost of matching, at its defaults (CC none).
+  Each run is ``python benchmarks/_htsim_child.py`` with ``PYTHONPATH`` = this tree, so the
+  child's CPU time includes interpreter start, imports and the fabric build. The tree's
+  extension is built in place first when it is not (``setup.py build_ext --inplace``), and each
+  run reports the build that ran (compiled or python) and the engine file it loaded.
+
+CPU = user + system of each whole child from ``os.wait4``; peak RSS = the child's own VmHWM
+(``ru_maxrss`` of a child of this Python process would count the parent's pages);
+contenders interleaved, ``--reps`` rounds, minimum and median. Makespan and mean FCT are
+start to the last ACK at the sender on both sides (htsim's "finished at" lines, our
+``completion_ns``). Every run is a CSV row with the 1-minute load average at its start.
+
+Run: ``python benchmarks/bench_htsim.py --htsim BIN [--hosts 128,432,1024] [--reps 3]
+[--csv benchmarks/results/htsim28.csv] [--render docs/performance.md]``; ``--render-only``
+re-renders the doc's tables from the CSV. htsim's build: ``../shared/reference/peer-bench.md``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -32,31 +48,30 @@ from netsim.scenario.traffic import permutation
 from topologies import FatTreeSpec, fat_tree
 from topologies.units import parse_bytes
 
-_FINISHED = re.compile(r"finished at ([0-9.]+) total bytes (\d+)")
-
-_CHILD = """
-import json, sys, time
-import numpy as np
-from netsim.packet import PacketConfig, simulate_packets
-try:
-    from netsim.packet.build_mode import engine_build
-except ImportError:  # a baseline revision from before the compiled build
-    def engine_build():
-        return "python"
-from netsim.scenario.traffic import permutation
-from topologies import FatTreeSpec, fat_tree
-k, gbps, lat, size, cc, seed = (int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]),
-                                int(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
-fabric = fat_tree(FatTreeSpec(k=k, link_speed_gbps=gbps, link_latency_ns=lat))
-flows = permutation(fabric, size, np.random.default_rng(seed))
-c0, w0 = time.process_time(), time.perf_counter()
-res = simulate_packets(fabric, flows, PacketConfig(cc=cc, pfc=True), seed=seed)
-cpu, wall = time.process_time() - c0, time.perf_counter() - w0
-fcts = [f.fct_ns for f in res.flows if f.fct_ns is not None]
-print(json.dumps({"pkts": res.data_packets, "events": res.events, "cpu_s": cpu, "wall_s": wall,
-                  "done": len(fcts), "last_fct_us": max(fcts) / 1000 if fcts else None,
-                  "build": engine_build()}))
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CHILD = HERE / "_htsim_child.py"
+_FINISHED = re.compile(r"Flow (\S+) \d+ finished at ([0-9.]+) total bytes (\d+)")
+#: ``time()`` fixed at 1; at exit, the process's peak RSS (VmHWM) appended to $PEAK_RSS_FILE.
+#: (``ru_maxrss`` of a child forked from this Python process counts the parent's pages too.)
+_SHIM_C = r"""#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+time_t time(time_t *t) { if (t) *t = 1; return 1; }
+__attribute__((destructor)) static void peak_rss(void) {
+    const char *path = getenv("PEAK_RSS_FILE");
+    FILE *in = fopen("/proc/self/status", "r"), *out;
+    char line[256];
+    if (!path || !in) return;
+    out = fopen(path, "w");
+    while (out && fgets(line, sizeof line, in))
+        if (!strncmp(line, "VmHWM:", 6)) fputs(line, out);
+    if (out) fclose(out);
+    fclose(in);
+}
 """
+CONTENDERS = ("htsim -q 1000", "engine matched", "engine default")
 
 
 def k_for_hosts(hosts: int) -> int:
@@ -76,96 +91,148 @@ def write_matrix(path: Path, fabric, flows) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def run_htsim(binary: str, hosts: int, matrix: Path, gbps: float, work: Path) -> dict:
-    """One htsim_roce run; CPU time from the child's rusage, packets from the acked bytes."""
-    cmd = [binary, "-nodes", str(hosts), "-tm", str(matrix), "-strat", "ecmp_host", "-paths",
-           "256", "-linkspeed", str(int(gbps * 1000)), "-mtu", "4096", "-end", "100000",
-           "-o", str(work / "htsim.log")]
-    w0 = time.perf_counter()
-    with open(work / "htsim.out", "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, cwd=work)
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - w0
-    if status != 0:
-        raise RuntimeError(f"htsim exited with status {status}: {' '.join(cmd)}")
-    done = [(float(t), int(b)) for t, b in _FINISHED.findall((work / "htsim.out").read_text())]
-    payload = sum(b for _, b in done)
-    return {"pkts": payload // 4096, "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall,
-            "done": len(done), "last_fct_us": max((t for t, _ in done), default=None)}
+def build_shim(work: Path) -> Path:
+    """A shared object whose ``time()`` returns 1 (htsim's per-flow ``srand(time(NULL))``)."""
+    src, lib = work / "fixtime.c", work / "fixtime.so"
+    src.write_text(_SHIM_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(src)], check=True)
+    return lib
 
 
-def run_engine(root: str, k: int, args, size: int, pure: bool = False) -> dict:
-    env = {**os.environ, "PYTHONPATH": root, "NETSIM_PURE_PYTHON": "1" if pure else ""}
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(k), str(args.gbps),
-                          str(args.latency_ns), str(size), args.cc, "0"],
-                         capture_output=True, text=True, env=env, check=True, cwd=root)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+def ensure_built(root: Path) -> str:
+    """The engine build a child of *root* will import; builds the extension in place if the
+    tree is not compiled (needs Cython) and reports what it then gets."""
+    build = _probe_build(root)
+    if build != "compiled":
+        print(f"{root}: engine not compiled in place; running setup.py build_ext --inplace",
+              file=sys.stderr)
+        subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=root,
+                       check=False, stdout=subprocess.DEVNULL)
+        build = _probe_build(root)
+    return build
 
 
-def _tree_is_compiled(root: str) -> bool:
-    """Whether the packet engine of the tree at *root* runs compiled (``setup.py``)."""
+def _probe_build(root: Path) -> str:
     code = "from netsim.packet.build_mode import engine_build; print(engine_build())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": root, "NETSIM_PURE_PYTHON": ""},
+                         env={**os.environ, "PYTHONPATH": str(root), "NETSIM_PURE_PYTHON": ""},
                          cwd=root)
-    return out.stdout.strip() == "compiled"
+    return out.stdout.strip() or "error"
 
 
-def compare_htsim(args) -> int:
-    """Alternate htsim, this tree (and the baseline) per host count; print rates and ratios."""
-    here = str(Path(__file__).resolve().parents[1])
-    size = parse_bytes(args.size)
-    hosts = [int(h) for h in str(args.hosts).split(",")]
-    load0 = os.getloadavg()
+def _wait_child(cmd: list[str], out_path: Path, env: dict | None = None,
+                cwd: Path | None = None) -> dict:
+    """Run *cmd* with stdout to *out_path*; its whole-process CPU and wall time."""
+    load = os.getloadavg()[0]
+    w0 = time.perf_counter()
+    with open(out_path, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, env=env, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if status != 0:
+        raise RuntimeError(f"exit status {status}: {' '.join(cmd)}\n{err[-2000:]}")
+    return {"cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime,
+            "sys_s": usage.ru_stime, "wall_s": time.perf_counter() - w0, "load1": load}
+
+
+def run_htsim(binary: str, hosts: int, matrix: Path, q: int, shim: Path, work: Path) -> dict:
+    """One htsim_roce run; flows, makespan and mean FCT from its "finished at" lines."""
+    cmd = [binary, "-nodes", str(hosts), "-tm", str(matrix), "-strat", "ecmp_host", "-paths",
+           "256", "-linkspeed", "400000", "-mtu", "4096", "-end", "100000", "-q", str(q),
+           "-o", str(work / "htsim.log")]
+    out = work / f"htsim_q{q}.out"
+    peak = work / "htsim.peak"
+    row = _wait_child(cmd, out, env={**os.environ, "LD_PRELOAD": str(shim),
+                                     "PEAK_RSS_FILE": str(peak)}, cwd=work)
+    row["maxrss_mib"] = int(peak.read_text().split()[1]) / 1024
+    done = _FINISHED.findall(out.read_text())
+    times = [float(t) for _, t, _ in done]
+    row.update(data_pkts=sum(-(-int(b) // 4096) for *_, b in done), events=None,
+               flows_done=len(done), makespan_us=max(times, default=None),
+               mean_fct_us=statistics.fmean(times) if times else None, build="C++",
+               output_bytes=out.stat().st_size, finish_lines=sorted(done))
+    return row
+
+
+def run_engine(root: Path, k: int, size: int, settings: str, work: Path) -> dict:
+    """One child run of this engine (``_htsim_child.py``) with its whole-process rusage."""
+    env = {**os.environ, "PYTHONPATH": str(root), "NETSIM_PURE_PYTHON": ""}
+    out = work / "engine.out"
+    row = _wait_child([sys.executable, str(CHILD), str(k), str(size), settings, "0"], out,
+                      env=env, cwd=work)
+    row.update(json.loads(out.read_text().strip().splitlines()[-1]))
+    return row
+
+
+def one_size(args, hosts: int, shim: Path, work: Path) -> list[dict]:
+    """Interleaved reps of every contender on one fabric size, plus the ``-q 15`` check."""
+    k, size = k_for_hosts(hosts), parse_bytes(args.size)
+    fabric = fat_tree(FatTreeSpec(k=k, link_speed_gbps=400, link_latency_ns=1000))
+    matrix = work / f"perm_{hosts}.cm"
+    write_matrix(matrix, fabric, permutation(fabric, size, np.random.default_rng(0)))
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        contenders = {"htsim": None, "this tree": here}
-        if _tree_is_compiled(here):  # the same tree on its plain Python path as well
-            contenders["this tree, pure Python"] = here
-        for ref in (args.baseline or "").split(","):
-            if not ref:
-                continue
-            base = work / f"baseline-{ref}"
-            base.mkdir()
-            tar = subprocess.run(["git", "-C", here, "archive", ref],
-                                 capture_output=True, check=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(base)], input=tar, check=True)
-            contenders[ref] = str(base)
-        for n in hosts:
-            k = k_for_hosts(n)
-            fabric = fat_tree(FatTreeSpec(k=k, link_speed_gbps=args.gbps,
-                                          link_latency_ns=args.latency_ns))
-            matrix = work / f"perm_{n}.cm"
-            write_matrix(matrix, fabric, permutation(fabric, size, np.random.default_rng(0)))
-            runs: dict[str, list[dict]] = {name: [] for name in contenders}
-            for _ in range(args.reps):
-                for name, root in contenders.items():
-                    r = (run_htsim(args.htsim, n, matrix, args.gbps, work) if root is None
-                         else run_engine(root, k, args, size, pure=name.endswith("Python")))
-                    runs[name].append(r)
-                    print(f"  {n} hosts, {name} ({r.get('build', 'C++')}): "
-                          f"{r['pkts'] / r['cpu_s']:,.0f} pkts/CPU s "
-                          f"({r['cpu_s']:.1f} CPU s, {r['wall_s']:.1f} wall s, "
-                          f"{r['done']} flows done)", file=sys.stderr)
-            rate = {name: statistics.median(r["pkts"] / r["cpu_s"] for r in v)
-                    for name, v in runs.items()}
-            rows.append({"hosts": n, "k": k, "pkts_per_cpu_s": rate,
-                         "ratio_to_htsim": {name: rate[name] / rate["htsim"] for name in rate},
-                         "runs": runs})
-    out = {"scenario": f"permutation of {args.size} per host, 3-tier fat-tree, {args.gbps:g}G, "
-                       f"{args.latency_ns:g} ns links, MTU 4096, PFC, cc={args.cc} (htsim_roce: "
-                       "no CC)", "reps": args.reps, "loadavg_before": load0,
-           "loadavg_after": os.getloadavg(), "rows": rows}
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
-    print(out["scenario"], f"(median of {args.reps} alternating runs; load average "
-                           f"{load0[0]:.1f} before, {out['loadavg_after'][0]:.1f} after)")
-    names = list(contenders)
-    print(f"{'hosts':>6}  " + "  ".join(f"{n + ' pkts/CPU s':>24}" for n in names)
-          + "  " + "  ".join(f"{n + ' / htsim':>20}" for n in names[1:]))
-    for r in rows:
-        print(f"{r['hosts']:>6}  " + "  ".join(f"{r['pkts_per_cpu_s'][n]:>24,.0f}" for n in names)
-              + "  " + "  ".join(f"{r['ratio_to_htsim'][n]:>20.3f}" for n in names[1:]))
+    for rep in range(args.reps):
+        for name in CONTENDERS:
+            r = (run_htsim(args.htsim, hosts, matrix, 1000, shim, work) if name.startswith("htsim")
+                 else run_engine(ROOT, k, size, name.split()[1], work))
+            rows.append({"hosts": hosts, "contender": name, "rep": rep, **r})
+            _progress(rows[-1])
+    q15 = run_htsim(args.htsim, hosts, matrix, 15, shim, work)
+    same = q15["finish_lines"] == rows[0]["finish_lines"]
+    rows.append({"hosts": hosts, "contender": "htsim -q 15", "rep": 0, **q15,
+                 "q15_same": same})
+    _progress(rows[-1])
+    return rows
+
+
+def _progress(r: dict) -> None:
+    print(f"  {r['hosts']} hosts, {r['contender']} ({r['build']}): {r['cpu_s']:.2f} CPU s "
+          f"(sys {r['sys_s']:.2f}), {r['maxrss_mib']:.0f} MiB, {r['data_pkts']} pkts, "
+          f"makespan {r['makespan_us']:.1f} us, {r['flows_done']} flows, load {r['load1']:.1f}",
+          file=sys.stderr)
+
+
+def main(argv=None) -> int:
+    from _htsim_report import CSV_DEFAULT, read_csv, render, render_into, summarise, write_csv
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--htsim", metavar="BIN", help="htsim's sim/datacenter/htsim_roce")
+    ap.add_argument("--hosts", default="128,432,1024", help="fat-tree sizes (K^3/4 hosts)")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved rounds (>= 3)")
+    ap.add_argument("--size", default="2MB", help="bytes per flow (default 2MB = 2,000,000)")
+    ap.add_argument("--csv", default=str(CSV_DEFAULT), help="where the runs are written")
+    ap.add_argument("--render", default=None, metavar="DOC", help="render the tables into DOC")
+    ap.add_argument("--render-only", action="store_true", help="render --csv, run nothing")
+    args = ap.parse_args(argv)
+    if not args.render_only:
+        if not args.htsim or not Path(args.htsim).is_file():
+            print(f"bench_htsim: --htsim {args.htsim!r}: not a file; build htsim_roce as in "
+                  "shared/reference/peer-bench.md and pass its path", file=sys.stderr)
+            return 2
+        build = ensure_built(ROOT)
+        print(f"engine build under test: {build} ({ROOT})", file=sys.stderr)
+        with tempfile.TemporaryDirectory() as tmp:
+            shim = build_shim(Path(tmp))
+            rows = [r for h in str(args.hosts).split(",") for r in
+                    one_size(args, int(h), shim, Path(tmp))]
+        meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count(),
+                "htsim": args.htsim, "size": args.size, "reps": args.reps,
+                "tree": _git_head(), "build": build}
+        write_csv(Path(args.csv), rows, meta)
+    rows, meta = read_csv(Path(args.csv))
+    text = render(summarise(rows), meta)
+    print(text)
+    if args.render:
+        render_into(Path(args.render), text)
     return 0
+
+
+def _git_head() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                         capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    sys.exit(main())

@@ -30,11 +30,15 @@ import numpy as np
 from netsim.collectives.algorithms import busbw_factor
 from netsim.collectives.nccl import NcclConfig
 from netsim.collectives.runner import CollectiveResult, _comm_key, resolve_ranks
+from netsim.flow.heap_tuning import retain_freed_memory
 from netsim.flow.paths import FabricPaths
 from netsim.flow.qp import connection_qpn, udp_sport
 from netsim.flow.sharing import SharingModel, make_model
 
-_CHUNK_QPS = 4_000_000  # QPs routed per chunk (about 0.5 GB of temporaries)
+#: QPs routed per chunk: about 60 MB of temporaries, each array under glibc's mmap threshold
+#: so that, with :func:`retain_freed_memory`, chunks reuse the heap instead of page-faulting
+#: (issue 28: 4,000,000 took 1.1 GB and a third of the CPU in system time at 16,384 GPUs).
+_CHUNK_QPS = 262_144
 
 
 def alltoall_load(fabric, ranks, size_bytes: int, nccl: NcclConfig | None = None,
@@ -64,13 +68,19 @@ def alltoall_load(fabric, ranks, size_bytes: int, nccl: NcclConfig | None = None
     if n < 2:
         raise ValueError(f"a collective needs at least 2 ranks, got {n}")
     per_pair = size_bytes / n
+    retain_freed_memory()
     load = np.zeros(fabric.num_links)
     qps_on = np.zeros(fabric.num_links)
     nconn, nqps = _nvlink_load(paths, gpus, per_pair, cfg, load, qps_on)
     comm = _comm_key(gpus)
-    for via, dst, nb in _network_connections(paths, gpus, per_pair, cfg.pxn):
-        c, q = _route_chunk(paths, via, dst, nb, cfg, comm, seed, load, qps_on)
+    # network bytes in whole units (per_pair per connection, per_pair / QPs per QP), summed
+    # exactly (integers below 2**53), so no result depends on the chunking
+    units = np.zeros((2, fabric.num_links))
+    for via, dst, mult in _network_connections(paths, gpus, cfg.pxn):
+        c, q = _route_chunk(paths, via, dst, mult, cfg, comm, seed, units, qps_on)
         nconn, nqps = nconn + c, nqps + q
+    per_qp = max(1, min(cfg.channels, 2)) * cfg.qps_per_connection
+    load += units[0] * (per_pair / per_qp) + units[1] * per_pair
     cap = np.asarray(fabric.link_capacity_bps, np.float64) * sharing.wire_efficiency
     if sharing.name == "dcqcn":
         cap = np.where(qps_on >= 2, cap * sharing.dcqcn_efficiency, cap)
@@ -131,8 +141,9 @@ def _nvlink_load(paths, gpus, per_pair, cfg, load, qps_on) -> tuple[int, int]:
     return pairs * ch, pairs * ch
 
 
-def _network_connections(paths, gpus, per_pair, pxn):
-    """Yield (via, dst, bytes) of the network connections, a chunk of source servers at a time."""
+def _network_connections(paths, gpus, pxn):
+    """Yield (via, dst, rank pairs) of the network connections, a chunk of source servers at a
+    time (a connection carries ``per_pair`` bytes per rank pair)."""
     fab = paths.fabric
     gps = max(int(fab.gpus_per_server), 1)
     srv, loc = paths.gpu_server[gpus], paths.gpu_local[gpus]
@@ -153,19 +164,21 @@ def _network_connections(paths, gpus, per_pair, pxn):
                 keep = paths.gpu_server[dd] != paths.gpu_server[vv]
                 vias.append(vv[keep])
                 dsts.append(dd[keep])
-                nbs.append(k[paths.gpu_server[vv[keep]]] * per_pair)
+                nbs.append(k[paths.gpu_server[vv[keep]]])
         else:
             src = gpus[np.isin(srv, chunk)]
             ss, dd = np.repeat(src, n), np.tile(gpus, len(src))
             keep = paths.gpu_server[dd] != paths.gpu_server[ss]
             vias.append(ss[keep])
             dsts.append(dd[keep])
-            nbs.append(np.full(int(keep.sum()), per_pair))
+            nbs.append(np.ones(int(keep.sum()), np.int64))
         yield np.concatenate(vias), np.concatenate(dsts), np.concatenate(nbs)
 
 
-def _route_chunk(paths, via, dst, nb, cfg, comm, seed, load, qps_on) -> tuple[int, int]:
-    """Expand connections into channel QPs as the exact engine does, route, add their bytes."""
+def _route_chunk(paths, via, dst, mult, cfg, comm, seed, units, qps_on) -> tuple[int, int]:
+    """Expand connections into channel QPs as the exact engine does, route, add their rank
+    pairs per link to ``units`` (row 0: over the network, per QP; row 1: PCIe, per
+    connection)."""
     ch = max(1, min(cfg.channels, 2))  # as algorithms.direct_phase for all-to-all
     q = cfg.qps_per_connection
     per = ch * q
@@ -175,12 +188,12 @@ def _route_chunk(paths, via, dst, nb, cfg, comm, seed, load, qps_on) -> tuple[in
     v, d = via[conn], dst[conn]
     sport = udp_sport(connection_qpn(v, d, chan + 64 * comm, qi, seed))
     ip, lk = paths.router.route_many(paths.gpu_nic[v], paths.gpu_nic[d], sport)
-    qb = nb[conn] / per
-    load += np.bincount(lk, weights=np.repeat(qb, np.diff(ip)), minlength=len(load))
-    qps_on += np.bincount(lk, minlength=len(load))
+    nl = units.shape[1]
+    units[0] += np.bincount(lk, weights=np.repeat(mult[conn], np.diff(ip)), minlength=nl)
+    qps_on += np.bincount(lk, minlength=nl)
     # PCIe: the proxy GPU to its NIC, the receiver's NIC to the receiver
-    load += np.bincount(paths.pcie_up[via], weights=nb, minlength=len(load))
-    load += np.bincount(paths.pcie_down[dst], weights=nb, minlength=len(load))
-    qps_on += np.bincount(paths.pcie_up[v], minlength=len(load))
-    qps_on += np.bincount(paths.pcie_down[d], minlength=len(load))
+    units[1] += np.bincount(paths.pcie_up[via], weights=mult, minlength=nl)
+    units[1] += np.bincount(paths.pcie_down[dst], weights=mult, minlength=nl)
+    qps_on += np.bincount(paths.pcie_up[v], minlength=nl)
+    qps_on += np.bincount(paths.pcie_down[d], minlength=nl)
     return len(via) * ch, len(conn)

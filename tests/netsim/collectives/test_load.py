@@ -67,3 +67,22 @@ def test_busbw_closed_form_on_one_server(rail_pod):
 
     data_s = 7 / 8 * SIZE * 8 / (b * SharingModel().wire_efficiency * cfg.proto_efficiency)
     assert res.time_s == pytest.approx(data_s + cfg.alpha_nvlink_s + cfg.base_latency_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("cfg", [PXN, NO_PXN], ids=["pxn", "no-pxn"])
+def test_chunk_size_and_heap_setting_change_no_result(oversubscribed, cfg, monkeypatch):
+    """Issue 28's speed settings (chunk size, glibc heap thresholds) move no bit of a result."""
+    import netsim.collectives.load as load_mod
+    from netsim.flow.heap_tuning import retain_freed_memory
+
+    n = len(oversubscribed.gpus)
+    runs = []
+    for chunk in (4_000_000, 100):  # one chunk; a source server or so per chunk
+        monkeypatch.setattr(load_mod, "_CHUNK_QPS", chunk)
+        runs.append(alltoall_load(oversubscribed, n, SIZE, cfg))
+    retain_freed_memory()
+    runs.append(alltoall_load(oversubscribed, n, SIZE, cfg))
+    for r in runs[1:]:
+        assert np.array_equal(r.extra["link_bytes"], runs[0].extra["link_bytes"])
+        assert (r.time_s, r.qps, r.connections) == (runs[0].time_s, runs[0].qps,
+                                                     runs[0].connections)
