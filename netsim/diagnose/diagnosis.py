@@ -555,6 +555,11 @@ def find_slow_links(run: TraceRun, skip: int = 1,
     return _merge_links(out)
 
 
+def _judged_families(run: TraceRun, skip: int) -> int:
+    """How many families of calls have enough groups for ``find_slow_links``."""
+    return sum(len(groups) >= MIN_PEERS for groups in _call_durations(run, skip).values())
+
+
 def _merge_links(links: list[SlowLink]) -> list[SlowLink]:
     """One entry per group of ranks (its largest slowdown over the families it is slow in),
     the group adding the most time per call first: a slow link adds its delay to its own
@@ -611,6 +616,10 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
             d.notes.append(f"group {sl.ranks} is x{sl.slowdown:.2f} slower ({sl.family}) but "
                            f"shares a rank with group {echo.ranks}, which adds more time per call: "
                            "taken as its echo")
+    if not _judged_families(run, skip):
+        d.notes.append(f"no family of synchronous calls has {MIN_PEERS} groups to compare (a "
+                       "link is named against the other groups of its family): slow links "
+                       "are not judged in this run")
     on_links = {r for sl in d.slow_links for r in sl.ranks}
     for s in find_stragglers(run, times):
         if s.rank in on_links:

@@ -72,6 +72,7 @@ def test_two_rank_ddp_over_five_steps_names_the_slowed_rank_and_calibrates(ddp_p
     assert [s["rank"] for s in out["stragglers"]] == [1] and out["stragglers"][0][
         "role"].startswith("stage of two ranks")
     assert out["stragglers"][0]["confidence"] >= 0.99
+    assert any("slow links are not judged" in n for n in out["notes"])  # one group: the world
     cal = tmp_path / "cal.json"
     assert netsim(["calibrate", str(ddp_pair), "-o", str(cal)]) == 0
     assert "all_reduce/server/dp" in json.loads(cal.read_text())["comm"]
