@@ -89,6 +89,9 @@ class StepTimes:
     work_s: np.ndarray | None = None
     """The step's compute as its least-disturbed records measure it (``least_work``): per
     record kind, the shortest record of the step times the number of records of the kind."""
+    steady_s: np.ndarray | None = None
+    """``work_s`` with each kind's step value clipped to the kind's median over the steps
+    (``steady_work``): a stall of one step is left out."""
 
 
 @dataclass
@@ -167,7 +170,7 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
     n = len(run.ranks)
     comp, comm = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
     layer_sum, layer_n = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
-    work = np.zeros((n, len(steps)))
+    work, steady = np.zeros((n, len(steps))), np.zeros((n, len(steps)))
     for i, rank in enumerate(run.ranks):
         spans = _blocking(rank)
         kinds: dict[tuple, list[float]] = defaultdict(list)
@@ -190,8 +193,10 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
                 comm[i, j] += c["end_s"] - c["start_s"]
         for (j, _phase, _name), ts in kinds.items():
             work[i, j] += least_work(ts)
+        steady[i] = steady_work(kinds, len(steps))
     layer = np.divide(layer_sum, layer_n, out=np.zeros_like(layer_sum), where=layer_n > 0)
-    return StepTimes(steps=steps, compute_s=comp, comm_s=comm, layer_s=layer, work_s=work)
+    return StepTimes(steps=steps, compute_s=comp, comm_s=comm, layer_s=layer, work_s=work,
+                     steady_s=steady)
 
 
 def least_work(times_s: list[float]) -> float:
@@ -201,6 +206,22 @@ def least_work(times_s: list[float]) -> float:
     only ever adds time to a record (its CPU time too: the caches it evicts are refilled on
     this rank's account), while a slower rank is slower in every record."""
     return min(times_s) * len(times_s)
+
+
+def steady_work(kinds: dict[tuple, list[float]], n_steps: int) -> np.ndarray:
+    """(steps,) work of one rank from its records ``{(step column, phase, name): [seconds]}``:
+    per kind, the step's ``least_work`` clipped to the kind's median over the steps. A kind
+    done once a step (the optimizer's ``zero_grad``) has no second record to see past a stall,
+    and a stall only adds time; a rank that is slower all along keeps its level (its median)."""
+    per: dict[tuple, dict[int, float]] = defaultdict(dict)
+    for (j, phase, name), ts in kinds.items():
+        per[(phase, name)][j] = least_work(ts)
+    out = np.zeros(n_steps)
+    for by_step in per.values():
+        cap = float(np.median(list(by_step.values())))
+        for j, w in by_step.items():
+            out[j] += min(w, cap)
+    return out
 
 
 def max_confidence(k: int, n: int, rows: int) -> float:
@@ -344,7 +365,11 @@ def find_stragglers(run: TraceRun, times: StepTimes,
     pairs = [idx for idx in stages.values() if len(idx) == 2]
     for k, idx in enumerate(pairs):
         others = [work[p] for m, p in enumerate(pairs) if m != k]
-        for row, slow, conf in pair_outliers(work[idx], others, threshold):
+        if others or times.steady_s is None:
+            named = pair_outliers(work[idx], others, threshold)
+        else:
+            named = lone_pair_outliers(times.steady_s[idx], threshold)
+        for row, slow, conf in named:
             found.append((f"stage of two ranks ({ranks[idx[0]]}, {ranks[idx[1]]})", idx[row],
                           slow, conf))
     found += _lone_rank_stragglers(stages, times, threshold)
@@ -382,6 +407,41 @@ def pair_outliers(values: np.ndarray, others: list[np.ndarray],
     if slow >= max(threshold, floor) and conf >= MIN_CONFIDENCE:
         return [(row, slow, conf)]
     return []
+
+
+def lone_pair_outliers(values: np.ndarray, threshold: float) -> list[tuple[int, float, float]]:
+    """The slower row of the run's only pair (2 x steps, > 0: a 2-rank job), when it is
+    slower than the other row in a way no clean pair of this host has shown.
+
+    No other pair measures the host's noise, and a plain profiler trace cannot say whether
+    the host was shared, so the threshold is at least ``SHARED_HOST_SLOWDOWN`` (what other
+    processes alone have made a rank for a whole run). ``values`` are ``steady_work`` (a
+    one-step stall left out). Its slowdown is the median over steps of the ratio of the two
+    rows; its confidence is one minus the exact two-sided p-value of the Mann-Whitney
+    rank-sum test of the two rows' step values (``rank_sum_confidence``): the 2n values of
+    two exchangeable ranks fall in any order with equal chance, so with five steps only a
+    rank slower in every one of its steps than the other in any of its (2 of 252 orders for
+    either rank) reaches ``MIN_CONFIDENCE``, where the paired tests over five steps cannot
+    go past 1 - 1/32. A step that slows both ranks (a hiccup of the host) only mixes the
+    orders, so it never makes a false alarm."""
+    n = values.shape[1]
+    if values.shape[0] != 2 or n == 0 or (values <= 0).any():
+        return []
+    ratio = values[0] / values[1]
+    row = 0 if np.median(ratio) >= 1.0 else 1
+    slow = float(np.median(ratio if row == 0 else 1.0 / ratio))
+    conf = rank_sum_confidence(values[row], values[1 - row])
+    if slow >= max(threshold, SHARED_HOST_SLOWDOWN) and conf >= MIN_CONFIDENCE:
+        return [(row, slow, conf)]
+    return []
+
+
+def rank_sum_confidence(a: np.ndarray, b: np.ndarray) -> float:
+    """One minus the exact two-sided p-value of the Mann-Whitney rank-sum test of ``a``
+    against ``b`` (independent samples from one distribution under the null)."""
+    from scipy.stats import mannwhitneyu
+
+    return float(1.0 - mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue)
 
 
 def _lone_rank_stragglers(stages: dict[int, list[int]], times: StepTimes,
@@ -495,6 +555,11 @@ def find_slow_links(run: TraceRun, skip: int = 1,
     return _merge_links(out)
 
 
+def _judged_families(run: TraceRun, skip: int) -> int:
+    """How many families of calls have enough groups for ``find_slow_links``."""
+    return sum(len(groups) >= MIN_PEERS for groups in _call_durations(run, skip).values())
+
+
 def _merge_links(links: list[SlowLink]) -> list[SlowLink]:
     """One entry per group of ranks (its largest slowdown over the families it is slow in),
     the group adding the most time per call first: a slow link adds its delay to its own
@@ -551,6 +616,10 @@ def diagnose(run: TraceRun, skip: int = 1) -> Diagnosis:
             d.notes.append(f"group {sl.ranks} is x{sl.slowdown:.2f} slower ({sl.family}) but "
                            f"shares a rank with group {echo.ranks}, which adds more time per call: "
                            "taken as its echo")
+    if not _judged_families(run, skip):
+        d.notes.append(f"no family of synchronous calls has {MIN_PEERS} groups to compare (a "
+                       "link is named against the other groups of its family): slow links "
+                       "are not judged in this run")
     on_links = {r for sl in d.slow_links for r in sl.ranks}
     for s in find_stragglers(run, times):
         if s.rank in on_links:

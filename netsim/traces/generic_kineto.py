@@ -39,7 +39,7 @@ from netsim.traces.records import RankTrace, TraceRun, check_ranks
 AXES = ("tp", "cp", "dp", "pp")
 """Megatron-LM's rank order, innermost first (``initialize_model_parallel``: tp-cp-ep-dp-pp,
 expert parallelism split off the data-parallel ranks)."""
-COMM_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ProfilerStep#")
+COMM_PREFIXES = ("c10d::", "record_param_comms", "gloo:", "nccl:", "ProfilerStep#", "trainer/comm/")
 BACKWARD = "autograd::engine::evaluate_function"
 OPTIMIZER = "Optimizer.step#"
 

@@ -304,6 +304,29 @@ def test_least_work_sees_through_disturbed_records():
     assert least_work([1.2 * x for x in base]) == pytest.approx(1.2 * least_work(base))
 
 
+def test_lone_pair_needs_every_step_apart_and_x1_2():
+    """A 2-rank job (no other pair to measure the noise on): five steps suffice when the
+    slower rank is slower in every step than the other in any (exact rank-sum test, 2 of
+    252 orders), from x1.2; a stall of one step on the other rank breaks the order of the
+    step totals but not of the steady work (per kind clipped to its median over steps)."""
+    from netsim.diagnose.diagnosis import lone_pair_outliers, pair_outliers, steady_work
+
+    rng = np.random.default_rng(5)
+    fast = 1.0 + 0.05 * rng.random(5)
+    slow = 1.3 * (1.0 + 0.05 * rng.random(5))
+    [(row, x, conf)] = lone_pair_outliers(np.array([fast, slow]), 1.12)
+    assert row == 1 and x == pytest.approx(1.3, rel=0.06) and conf == pytest.approx(250 / 252)
+    assert pair_outliers(np.array([fast, slow]), [], 1.12) == []  # 1 - 1/32 at most
+    mixed = slow.copy()
+    mixed[0] = fast.min() - 0.01  # one step out of order: 1 - 2 x 2/252 = 0.984
+    assert lone_pair_outliers(np.array([fast, mixed]), 1.12) == []
+    assert lone_pair_outliers(np.array([fast, 1.15 * fast]), 1.12) == []  # below x1.2
+    kinds = {(j, "forward", "zero_grad"): [0.1] for j in range(5)}
+    kinds[(2, "forward", "zero_grad")] = [3.0]  # a stall in a once-a-step kind
+    kinds.update({(j, "forward", "mm"): [1.0, 1.4] for j in range(5)})
+    assert steady_work(kinds, 5) == pytest.approx([2.1] * 5)
+
+
 def test_slow_link_is_seen_through_late_members(tmp_path):
     """A member that arrives after the delayed one hides the delay in that call, and busy
     groups see scheduling spikes: the low percentile of the calls' times still names it."""

@@ -34,6 +34,14 @@ def ddp_slow(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def ddp_pair(tmp_path_factory):
+    """Issue #31's scenario: 2-rank DDP on gloo traced as the torch.profiler docs show
+    (schedule(wait=1, warmup=1, active=5)), rank 1 with 40 more matrix products per step."""
+    return _job(tmp_path_factory.mktemp("pair") / "kineto", "--world", "2", "--slow-rank", "1",
+                "--port", "29631")
+
+
+@pytest.fixture(scope="session")
 def fsdp_run(tmp_path_factory):
     """2-rank FSDP2 (fully_shard; FSDP1 refuses a CPU-only host), with its execution trace."""
     return _job(tmp_path_factory.mktemp("fsdp") / "kineto", "--wrap", "fsdp", "--port", "29621",
@@ -49,6 +57,25 @@ def test_ddp_slowed_rank_is_named_alone(ddp_slow, capsys):
     out = json.loads(capsys.readouterr().out)
     assert [s["rank"] for s in out["stragglers"]] == [1]
     assert all(min(r["compute_s"]) > 0 for r in out["per_rank"])  # was 0.0 before this reader
+
+
+def test_two_rank_ddp_over_five_steps_names_the_slowed_rank_and_calibrates(ddp_pair, tmp_path,
+                                                                           capsys):
+    """Five profiled steps of two ranks: no median of peers, no other pair; the two ranks'
+    steps are compared by the exact rank-sum test (``lone_pair_outliers``): rank 1 alone,
+    and ``netsim calibrate`` fits the run's all-reduce."""
+    from tuner.cli import main as netsim
+
+    assert netsim(["diagnose", str(ddp_pair), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["steps"]) == 5
+    assert [s["rank"] for s in out["stragglers"]] == [1] and out["stragglers"][0][
+        "role"].startswith("stage of two ranks")
+    assert out["stragglers"][0]["confidence"] >= 0.99
+    assert any("slow links are not judged" in n for n in out["notes"])  # one group: the world
+    cal = tmp_path / "cal.json"
+    assert netsim(["calibrate", str(ddp_pair), "-o", str(cal)]) == 0
+    assert "all_reduce/server/dp" in json.loads(cal.read_text())["comm"]
 
 
 def test_ddp_collectives_read_with_group_size_and_kind(ddp_slow):
