@@ -7,13 +7,12 @@ This is the only module of the calibration path that touches disk. A bad file ra
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inputspec import InputError, check_value, read_data, read_text
+from inputspec import InputError, check_value, parse_text, read_data, read_text
 from inputspec.core import Rule
 from netsim.traces.integrity import check_complete, check_run_ids
 
@@ -204,12 +203,7 @@ def _read_rank(path: Path) -> RankTrace:
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
-        except RecursionError:
-            raise ValueError(f"{path}:{lineno}: nested too deeply") from None
+        rec = parse_text(line, "json", f"{path}:{lineno}")  # duplicate keys refused too
         rec = _check_record(rec, f"{path}:{lineno}")
         kind = rec.get("type")
         missing = [k for k in REQUIRED.get(kind, ()) if k not in rec]
@@ -258,6 +252,7 @@ META_RULES: dict[str, tuple[Any, Rule]] = {
     **{k: (int, Rule(min=1, max=2**40)) for k in ("micro_batches", "micro_batch_size",
                                                    "global_batch")},
     "model": (dict, Rule()),
+    "host": (str, Rule()),
 }
 
 

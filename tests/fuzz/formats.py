@@ -334,7 +334,7 @@ def _ranks_setup(d: Path) -> None:
 
 #: Formats whose readers another change is fixing: fuzzed by ``--formats all`` and by name,
 #: left out of the gate (``--formats gate``) until it lands, then removed from here.
-PENDING = {"ranks": "record-level checks of trainer traces (issue #30 item 3, branch trace30)"}
+PENDING: dict[str, str] = {}
 
 
 #: Every fuzzed format (``--formats``); the default run of the script keeps fabric and job, as
