@@ -54,9 +54,10 @@ def check_memory(estimate_bytes: float, what: str, how: str, source: str = "inpu
     """
     limit = memory_limit_bytes()
     if estimate_bytes > limit:
+        # the limit before the basis: a long basis is what a cut message loses
         raise ResourceError(source, problem=f"{what} needs about {_gib(estimate_bytes)} of "
-                            f"memory ({how}); the limit here is {_gib(limit)} ({MEMORY_SHARE:.0%}"
-                            f" of available memory, or ${ENV_LIMIT}): shrink it")
+                            f"memory; the limit here is {_gib(limit)} ({MEMORY_SHARE:.0%} of "
+                            f"available memory, or ${ENV_LIMIT}): shrink it (estimate: {how})")
 
 
 def time_limit_s() -> float:
@@ -69,5 +70,6 @@ def check_time(estimate_s: float, what: str, how: str, source: str = "input") ->
     """Refuse when the estimated run time exceeds the limit; the message gives both."""
     limit = time_limit_s()
     if estimate_s > limit:
-        raise ResourceError(source, problem=f"{what} would take about {estimate_s:,.0f} s "
-                            f"({how}); the limit is {limit:,.0f} s (${ENV_TIME_LIMIT}): shrink it")
+        raise ResourceError(source, problem=f"{what} would take about {estimate_s:,.0f} s; the "
+                            f"limit is {limit:,.0f} s (${ENV_TIME_LIMIT}): shrink it "
+                            f"(estimate: {how})")
