@@ -523,7 +523,12 @@ def _model_from_dict(model: Any, source: str) -> ModelConfig:
     from inputspec.core import Rule
 
     if isinstance(model, str):
-        return load_hf_config(model) if is_config_path(model) else preset(model)
+        try:
+            return load_hf_config(model) if is_config_path(model) else preset(model)
+        except InputError:  # names the config.json and its key
+            raise
+        except ValueError as exc:  # an unknown preset, a config.json the trainer cannot run
+            raise InputError(source, "model", problem=str(exc)) from None
     if not isinstance(model, Mapping) or "preset" not in model:
         return from_dict(ModelConfig, model, source, prefix="model", rules=MODEL_RULES)
     m = dict(model)
