@@ -177,8 +177,9 @@ _PRESETS: dict[str, dict[str, Any]] = {
 PRESET_NAMES = tuple(_PRESETS)
 
 
-def preset(name: str, **overrides: Any) -> ModelConfig:
-    """Return the model preset ``name`` with non-None ``overrides`` applied.
+def preset(name: str, /, **overrides: Any) -> ModelConfig:
+    """Return the model preset ``name`` with non-None ``overrides`` applied (an override
+    ``name`` renames the model).
 
     Raises
     ------
