@@ -375,7 +375,7 @@ def _trainer_config_schema(data: dict) -> type:
     ``model.preset``), and the whole ``model`` (a preset, a config.json path or a mapping)."""
     from trainer.config import ModelConfig, ParallelConfig, TrainConfig
 
-    hints = {k: v for k, v in typing.get_type_hints(TrainConfig).items()}
+    hints = dict(typing.get_type_hints(TrainConfig))
     hints["model"] = str | dict
     hints["parallel"] = dict
     for prefix, cls in (("parallel", ParallelConfig), ("model", ModelConfig)):
