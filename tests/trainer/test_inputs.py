@@ -33,6 +33,7 @@ def one_line_error(argv: list[str], capsys) -> str:
     ('{"lr": NaN}', "lr"),
     ('{"betas": [0.9]}', "betas"),
     ('{"model": "gpt9"}', "model: unknown model preset 'gpt9'"),
+    ('{"inject_slow_rank": "abc"}', "inject_slow_rank"),
 ])
 def test_an_ill_typed_config_names_the_field(tmp_path, capsys, text, field):
     path = tmp_path / "config.json"
