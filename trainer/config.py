@@ -177,8 +177,9 @@ _PRESETS: dict[str, dict[str, Any]] = {
 PRESET_NAMES = tuple(_PRESETS)
 
 
-def preset(name: str, **overrides: Any) -> ModelConfig:
-    """Return the model preset ``name`` with non-None ``overrides`` applied.
+def preset(name: str, /, **overrides: Any) -> ModelConfig:
+    """Return the model preset ``name`` with non-None ``overrides`` applied (an override
+    ``name`` renames the model).
 
     Raises
     ------
@@ -523,7 +524,12 @@ def _model_from_dict(model: Any, source: str) -> ModelConfig:
     from inputspec.core import Rule
 
     if isinstance(model, str):
-        return load_hf_config(model) if is_config_path(model) else preset(model)
+        try:
+            return load_hf_config(model) if is_config_path(model) else preset(model)
+        except InputError:  # names the config.json and its key
+            raise
+        except ValueError as exc:  # an unknown preset, a config.json the trainer cannot run
+            raise InputError(source, "model", problem=str(exc)) from None
     if not isinstance(model, Mapping) or "preset" not in model:
         return from_dict(ModelConfig, model, source, prefix="model", rules=MODEL_RULES)
     m = dict(model)

@@ -83,8 +83,8 @@ def parse_slow_rank(spec, factor: float) -> tuple[int, float]:
             raise ValueError
         return int(parts[0]), float(parts[1]) if len(parts) == 2 else float(factor)
     except (TypeError, ValueError):
-        raise ValueError(f"--inject-slow-rank {spec!r}: expected R or R:F, a layout rank and "
-                         "its slowdown such as 5:1.5") from None
+        raise ValueError(f"inject_slow_rank (--inject-slow-rank) {spec!r}: expected R or R:F, "
+                         "a layout rank and its slowdown such as 5:1.5") from None
 
 
 def parse_link(text: str) -> tuple[int, int]:

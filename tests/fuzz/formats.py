@@ -34,6 +34,9 @@ class Format:
     filename: str = "input"                               # the file's name (suffix added)
     setup: typing.Callable[[Path], None] = lambda d: None  # sibling files in the case's dir
     allow_inf: tuple[str, ...] = ()                       # keys whose rules allow +infinity
+    # an in-process reader other than ``netsim ARGV`` (the trainer's files): reads and checks
+    # the file at the path; InputError/ValueError/OSError is a clean refusal, a return is 0
+    call: typing.Callable[[str], None] | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,6 +335,75 @@ def _ranks_setup(d: Path) -> None:
     (d / "trace-rank1.jsonl").write_bytes(_jsonl_dump(_rank_meta(1)))
 
 
+# ---------------------------------------------------------------------------------------------
+# The trainer's own input files (issue #30 item 6): ``python -m trainer --config`` and
+# ``--placement``, read and checked in-process as the trainer does before it joins the world
+
+
+def _trainer_config_bases() -> list[dict]:
+    """Config files as flat mappings: ``parallel.tp`` is key ``tp`` of the ``parallel``
+    sub-mapping (``_nest`` puts them back), so the oracle reaches the nested fields too."""
+    return [{"model.preset": "tiny", "parallel.tp": 2, "parallel.dp": 2,
+             "parallel.micro_batches": 2, "parallel.global_batch": 8, "steps": 5, "lr": 1e-3,
+             "betas": [0.9, 0.95]},
+            {"model.layers": 4, "model.hidden": 64, "model.heads": 4, "model.seq": 32,
+             "model.vocab": 128, "model.ffn": "gated", "model.kv_heads": 2, "parallel.pp": 2,
+             "parallel.order": "tp-dp-pp", "parallel.stage_layers": [3, 1], "seed": 7,
+             "dtype": "float32"},
+            {"model.preset": "tiny-moe", "parallel.dp": 2, "parallel.ep": 2,
+             "parallel.global_batch": 4, "parallel.order": "tp-cp-ep-dp-pp", "inject_slow_rank": 1, "slow_factor": 2.0,
+             "profile_schedule": [1, 1, 2]}]
+
+
+def _nest(flat: Any) -> Any:
+    """A flat config mapping as the file holds it; a whole ``model:`` or ``parallel:`` value
+    given beside dotted keys wins over them."""
+    if not isinstance(flat, dict):
+        return flat
+    out: dict = {}
+    for key, value in flat.items():
+        head, dot, rest = str(key).partition(".")
+        if not dot:
+            out[key] = value
+        elif isinstance(out.setdefault(head, {}), dict) and head not in flat:
+            out[head][rest] = value
+    return out
+
+
+def _trainer_config_schema(data: dict) -> type:
+    """The flat keys' types: TrainConfig's own, ``parallel.*`` and ``model.*`` (plus
+    ``model.preset``), and the whole ``model`` (a preset, a config.json path or a mapping)."""
+    from trainer.config import ModelConfig, ParallelConfig, TrainConfig
+
+    hints = dict(typing.get_type_hints(TrainConfig))
+    hints["model"] = str | dict
+    hints["parallel"] = dict
+    for prefix, cls in (("parallel", ParallelConfig), ("model", ModelConfig)):
+        hints |= {f"{prefix}.{k}": v for k, v in typing.get_type_hints(cls).items()}
+    hints["model.preset"] = str
+    return type("TrainerConfigKeys", (), {"__annotations__": hints})
+
+
+def _trainer_config_call(path: str) -> None:
+    """What ``python -m trainer --config PATH`` reads and checks before training."""
+    from trainer.cli import build_parser, config_from_args
+
+    config_from_args(build_parser().parse_args(["--config", path]), 1)
+
+
+def _trainer_placement_rows() -> list[dict]:
+    """Eight ranks on two hosts, as the tuner writes them (``gpu`` is read by netsim only)."""
+    return [{"rank": i, "host": f"node{i // 4}", "local_rank": i % 4, "gpu": i}
+            for i in range(8)]
+
+
+def _trainer_placement_call(path: str) -> None:
+    """What ``python -m trainer --placement PATH`` reads and checks before training."""
+    from trainer.mesh import load_placement
+
+    load_placement(path)
+
+
 #: Formats whose readers another change is fixing: fuzzed by ``--formats all`` and by name,
 #: left out of the gate (``--formats gate``) until it lands, then removed from here.
 PENDING: dict[str, str] = {}
@@ -377,6 +449,16 @@ FORMATS: dict[str, Format] = {
                     lambda p: ["diagnose", str(Path(p).parent), "--json"], suffixes=(".jsonl",),
                     filename="trace-rank0", required=("type", "rank", "world_size", "tp", "pp"),
                     dump=_jsonl_dump, setup=_ranks_setup, extra_keys_ok=True),
+    "trainer_config": Format(_trainer_config_bases, _trainer_config_schema,
+                             lambda p: ["python -m trainer", "--config", p], required=(),
+                             wrap=_nest, filename="config", call=_trainer_config_call),
+    "trainer_placement": Format(lambda: _trainer_placement_rows()[:1],
+                                _schema("trainer.mesh", "PlacementEntry"),
+                                lambda p: ["python -m trainer", "--placement", p],
+                                suffixes=(".json",), required=("rank", "host", "local_rank"),
+                                wrap=lambda r0: {"ranks": [r0] + _trainer_placement_rows()[1:]},
+                                extra_keys_ok=True, filename="placement",
+                                call=_trainer_placement_call),
 }
 DEFAULT_FORMATS = ("fabric", "job")
 #: What the gate fuzzes: every format but the pending ones.

@@ -3,7 +3,8 @@ that read them in-process, and count tracebacks, hangs, memory blow-ups and nons
 
 Each case takes a valid file of one format (``formats.FORMATS``: fabric, job, Hugging Face
 config, sweep spec, RUNNING.yaml, cluster CSV, Kineto trace, calibration, placement,
-free-server file, settings directory, trainer rank trace) and applies one mutation: a key set to a wrong type,
+free-server file, settings directory, trainer rank trace, the trainer's --config and
+--placement files) and applies one mutation: a key set to a wrong type,
 null, NaN, infinity, a huge or negative number, a word where a number goes; a key removed or
 added; the whole file replaced by non-UTF-8 bytes, a list, a scalar or broken syntax; or a
 file-level one (``filecases``: a byte-order mark, a key given twice, a YAML alias bomb, deep
@@ -235,16 +236,31 @@ def _write_case(case: Case, workdir: Path) -> Path:
     return path
 
 
-def _call(argv: list[str], timeout_s: int) -> tuple[str, int | None, str]:
-    """Run ``netsim ARGV`` in-process: (result, exit status, stderr or the exception)."""
-    from tuner.cli import main
+def _main(fmt: str, path: str) -> int:
+    """The exit status of reading ``path``: ``netsim ARGV``, or the format's own reader
+    (``Format.call``: a refusal, InputError included, is one line and exit status 2)."""
+    f = FORMATS[fmt]
+    if f.call is None:
+        from tuner.cli import main
 
+        return main(f.argv(path))
+    try:
+        f.call(path)
+    except (ValueError, OSError) as exc:  # inputspec.InputError is a ValueError
+        print(exc, file=sys.stderr)
+        return 2
+    return 0
+
+
+def _call(fmt: str, path: str, timeout_s: int) -> tuple[str, int | None, str]:
+    """Read ``path`` as format ``fmt`` in-process: (result, exit status, stderr or the
+    exception)."""
     err, out = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(timeout_s)
     try:
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
-            rc = main(argv)
+            rc = _main(fmt, path)
     except SystemExit as exc:
         rc = exc.code if isinstance(exc.code, int) else 2
     except _Timeout:
@@ -262,7 +278,7 @@ def _call(argv: list[str], timeout_s: int) -> tuple[str, int | None, str]:
 def run_case(case: Case, workdir: Path, timeout_s: int = 60) -> Outcome:
     """Run the command that reads the case's file, in-process, and classify the outcome."""
     path = _write_case(case, workdir)
-    result, rc, text = _call(FORMATS[case.format].argv(str(path)), timeout_s)
+    result, rc, text = _call(case.format, str(path), timeout_s)
     if result != "ran":
         return Outcome(case, result, rc, text)
     if rc == 0:

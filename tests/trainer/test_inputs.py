@@ -32,6 +32,8 @@ def one_line_error(argv: list[str], capsys) -> str:
     ('{"model": {"layers": 2}}', "model.hidden"),
     ('{"lr": NaN}', "lr"),
     ('{"betas": [0.9]}', "betas"),
+    ('{"model": "gpt9"}', "model: unknown model preset 'gpt9'"),
+    ('{"inject_slow_rank": "abc"}', "inject_slow_rank"),
 ])
 def test_an_ill_typed_config_names_the_field(tmp_path, capsys, text, field):
     path = tmp_path / "config.json"
@@ -100,3 +102,14 @@ def test_a_config_written_from_the_dataclasses_loads_back_equal(tmp_path, name):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg.to_dict()))
     assert load_config_file(path) == cfg
+
+
+def test_a_preset_renamed_in_the_config_file_loads(tmp_path):
+    """``model: {preset: tiny, name: ...}`` names the model (it raised TypeError: preset() got
+    multiple values for argument 'name')."""
+    from trainer.config import load_config_file
+
+    path = tmp_path / "config.yaml"
+    path.write_text("model: {preset: tiny, name: my-tiny, layers: 2}\n")
+    model = load_config_file(path).model
+    assert (model.name, model.layers, model.hidden) == ("my-tiny", 2, 32)
