@@ -33,7 +33,7 @@ class InputError(ValueError):
                  expected: str | None = None, example: Any = UNSET, *,
                  problem: str | None = None) -> None:
         self.source, self.field, self.value = source, field, value
-        self.expected, self.example = expected, example
+        self.expected, self.example, self.problem = expected, example, problem
         where = f"{source}: {field}" if field else source
         if problem is not None:
             msg = f"{where}: {problem}"

@@ -200,10 +200,12 @@ def check_ranks(files: list[str], ranks: list[RankTrace], where: str) -> None:
 def _read_rank(path: Path) -> RankTrace:
     trace: RankTrace | None = None
     text = read_text(path, "trace", max_bytes=MAX_TRACE_BYTES)
-    for lineno, line in enumerate(text.splitlines(), 1):
+    lines = text.splitlines()
+    for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        rec = parse_text(line, "json", f"{path}:{lineno}")  # duplicate keys refused too
+        rec = _parse_line(line, f"{path}:{lineno}", cut=lineno == len(lines)
+                          and not text.endswith("\n"))
         rec = _check_record(rec, f"{path}:{lineno}")
         kind = rec.get("type")
         missing = [k for k in REQUIRED.get(kind, ()) if k not in rec]
@@ -232,6 +234,20 @@ def _read_rank(path: Path) -> RankTrace:
     if trace is None:
         raise ValueError(f"{path}: empty trace file")
     return trace
+
+
+def _parse_line(line: str, where: str, cut: bool) -> dict:
+    """One JSON record (duplicate keys refused); a last line without its newline that
+    does not parse is named as cut, the mark of a run stopped while writing."""
+    try:
+        return parse_text(line, "json", where)
+    except InputError as exc:
+        if not cut:
+            raise
+        raise InputError(where, problem=f"the file ends inside this record (cut mid-line; "
+                         f"{exc.problem or 'not a JSON record'}): the run stopped while "
+                         "writing this rank's trace; rerun it, or drop the last line to "
+                         "read what was written") from None
 
 
 def _check_meta(meta: dict, path: Path) -> None:

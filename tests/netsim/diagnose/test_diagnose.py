@@ -158,8 +158,14 @@ def test_bad_directories_are_named(tmp_path):
     d = write_run(tmp_path / "d")
     text = (d / "trace-rank2.jsonl").read_text()
     (d / "trace-rank2.jsonl").write_text(text[: len(text) // 2])  # cut mid-line
-    with pytest.raises(ValueError, match=r"trace-rank2.jsonl:\d+: not JSON"):
+    cut = r"trace-rank2.jsonl:\d+: the file ends inside this record \(cut mid-line; not valid JSON"
+    with pytest.raises(ValueError, match=cut):
         read_trace_dir(d)
+    lines = text.splitlines(keepends=True)  # a bad line inside the file is not called cut
+    (d / "trace-rank2.jsonl").write_text("".join(lines[:3] + ["{oops\n"] + lines[3:]))
+    with pytest.raises(ValueError, match=r"trace-rank2.jsonl:4: not valid JSON") as err:
+        read_trace_dir(d)
+    assert "cut" not in str(err.value)
 
 
 def test_kineto_reader_on_a_profiler_document(tmp_path):
