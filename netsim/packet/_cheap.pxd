@@ -16,4 +16,5 @@ cdef class CHeap:
     cdef Py_ssize_t free_cap
     cdef public long long events
     cpdef push(self, tuple e)
+    cdef push_at(self, long long t, long long hi, long long lo, tuple e)
     cdef object pop(self)

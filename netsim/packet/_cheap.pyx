@@ -59,12 +59,17 @@ cdef class CHeap:
         return self.n
 
     cpdef push(self, tuple e):
+        self.push_at(e[0], e[1], e[2], e)
+
+    cdef push_at(self, long long t, long long hi, long long lo, tuple e):
+        """Push *e*, whose first three items are *t*, *hi*, *lo* (the caller has them as C
+        integers: no unboxing)."""
         cdef Node node
         cdef Node *grown
         cdef Py_ssize_t i, p
-        node.t = e[0]
-        node.hi = e[1]
-        node.lo = e[2]
+        node.t = t
+        node.hi = hi
+        node.lo = lo
         if node.lo >= _LO_LIMIT or node.hi < 0 or node.lo < 0:
             raise OverflowError("event id or tie key outside the compiled heap's range")
         if self.n == self.cap:

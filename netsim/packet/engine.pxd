@@ -34,9 +34,12 @@ cdef class _Fabric:
     cdef long long tie_mask
     cdef long long PS_BITS
     cdef unsigned long long TIE_MUL
-    cdef bint ack_qp, fast, pfc, ecn, ecn_deq, cnp_prio, static
+    cdef bint ack_qp, fast, pfc, ecn, ecn_deq, cnp_prio, static, cnps
     cdef double buffer, alpha, xoff_fixed, kmin, kmax, pmax
-    cdef object release, lost, uniform, drop_admit, send_pause, cnp_from, rx_ctrl
+    cdef list I_out_ps
+    cdef long long xon_off
+    cdef object send_resume
+    cdef object lost, uniform, drop_admit, send_pause, cnp_from, rx_ctrl
     cdef object wake, arrive, nic_send, rx_data
 
 
@@ -47,6 +50,7 @@ cdef inline void _launch(_Fabric f, Py_ssize_t lk, Pkt pkt, long long ta)
 cdef void _serve(_Fabric f, long long t, Py_ssize_t lk)
 cdef inline void _serve_ctrl(_Fabric f, long long t, Py_ssize_t lk, ctrl)
 cdef inline void _serve_data(_Fabric f, long long t, Py_ssize_t lk)
+cdef void _release(_Fabric f, long long t, Pkt pkt)
 cdef inline void _red_mark(_Fabric f, long long qb, Pkt pkt, Py_ssize_t lk)
 cdef inline double _xoff_at(_Fabric f, long long used) noexcept
 cdef void _arrive(_Fabric f, long long t, Py_ssize_t lk, Pkt pkt)

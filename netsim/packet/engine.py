@@ -372,31 +372,6 @@ class PacketSim(RcTransport):
             self.P_pause_eff[lk] = eff
         self.at(eff, self._pause, lk, on)
 
-    def _release(self, t, pkt):
-        """*pkt* leaves its switch: free buffer and ingress accounting, maybe send RESUME.
-
-        With the dynamic threshold the free buffer just grew, so every paused ingress of the
-        switch is checked, not only the packet's own (a RESUME is never lost because its
-        ingress happened to be empty when the buffer freed).
-        """
-        lk = pkt.inl
-        size = pkt.size
-        node = self.L_dst[lk]
-        self.I_out_ps[lk] = t  # progress of this ingress (deadlock detection)
-        used = self.S_used[node] - size
-        self.S_used[node] = used
-        self.I_bytes[lk] -= size
-        xoffs = self.N_xoff[node]
-        if not xoffs:
-            return
-        thr = self.xoff_static if self.xoff_static is not None else self.alpha * (self.buffer - used)
-        if self.xoff_static is not None:
-            if lk in xoffs and self.I_bytes[lk] + self.xon_off <= thr:
-                self._send_resume(t, lk)
-            return
-        for il in [i for i in xoffs if self.I_bytes[i] + self.xon_off <= thr]:
-            self._send_resume(t, il)
-
     def _pause(self, t, lk, on):
         """A PFC PAUSE (*on*) or RESUME takes effect at the upstream egress port *lk*."""
         self.P_pause_eff[lk] = _NEVER
@@ -562,9 +537,11 @@ class _Fabric:
         self.PS_BITS = _PS_BITS
         self.TIE_MUL = _TIE_MUL
         self._settings(sim)
-        self.release, self.lost = sim._release, sim._lost
+        self.lost = sim._lost
+        self.I_out_ps, self.xon_off = sim.I_out_ps, sim.xon_off
         self.uniform = sim._draws.__next__
         self.drop_admit, self.send_pause = sim._drop_admit, sim._send_pause
+        self.send_resume = sim._send_resume
         self.cnp_from, self.rx_ctrl = sim._cnp_from, sim._rx_ctrl
         # the callbacks this module puts on the heaps, and the NIC's (set by _hot_path)
         self.wake = self.arrive = self.nic_send = self.rx_data = None
@@ -577,6 +554,7 @@ class _Fabric:
         self.ecn = sim.ecn
         self.ecn_deq = sim.ecn_deq
         self.cnp_prio = sim.cnp_prio
+        self.cnps = sim.cnp_gen is not None  # CNPs exist only where receivers send them
         self.buffer = sim.buffer
         self.alpha = sim.alpha
         self.static = sim.xoff_static is not None
@@ -592,8 +570,10 @@ def _kick(f: _Fabric, lk: cython.Py_ssize_t, t: cython.longlong):
     if 0 <= w <= t:
         return
     f.P_wake[lk] = t
+    eid: cython.longlong
     if f.cheap:
-        f.hq.push((t, 0, next(f.eid), f.wake, lk, None))
+        eid = next(f.eid)
+        f.hq.push_at(t, 0, eid, (t, 0, eid, f.wake, lk, None))
     else:
         heappush(f.q, (t, next(f.eid), f.wake, lk, None))
 
@@ -631,12 +611,14 @@ def _launch(f: _Fabric, lk: cython.Py_ssize_t, pkt: Pkt, ta: cython.longlong):
     """*pkt* is on the wire of link *lk* and arrives at *ta*: queue it behind the link's
     packets in flight (only the first of them is on a heap)."""
     tie0: cython.longlong = f.L_tie[lk]
-    key: object = ((tie0 ^ (ta * f.TIE_MUL >> 29)) & f.tie_mask) + 1
+    key: cython.longlong = ((tie0 ^ (ta * f.TIE_MUL >> 29)) & f.tie_mask) + 1
     fly = f.L_fly[lk]
+    eid: cython.longlong
     if f.cheap:
-        fly.append((ta, key, next(f.eid), f.arrive, lk, pkt))
+        eid = next(f.eid)
+        fly.append((ta, key, eid, f.arrive, lk, pkt))
         if len(fly) == 1:
-            f.hq.push(fly[0])
+            f.hq.push_at(ta, key, eid, fly[0])
     else:
         fly.append((ta, key << 40 | next(f.eid), f.arrive, lk, pkt))
         if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
@@ -665,6 +647,8 @@ def _serve_ctrl(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, ctrl):
     """Send the first packet of port *lk*'s control class (*ctrl*, not empty)."""
     pkt: Pkt
     if f.P_paused[lk] and f.ack_qp:
+        if not f.cnps:
+            return  # no receiver sends CNPs: a paused class holds only ACK/NAKs
         pkt = f.cnp_from(ctrl)  # a paused class holds ACK/NAKs; CNPs still go
         if pkt is None:
             return
@@ -688,7 +672,7 @@ def _serve_data(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t):
     inl: cython.Py_ssize_t = pkt.inl
     node: cython.Py_ssize_t = f.L_dst[inl]
     if f.N_xoff[node]:
-        f.release(t, pkt)
+        _release(f, t, pkt)
     else:  # _release without a paused ingress to check
         f.S_used[node] -= size
         f.I_bytes[inl] -= size
@@ -698,6 +682,32 @@ def _serve_data(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t):
     end: cython.longlong = _tx(f, t, lk, pkt)
     if data:
         _kick(f, lk, end)  # this port's wake was cleared by wake(), or it had none
+
+
+def _release(f: _Fabric, t: cython.longlong, pkt: Pkt):
+    """*pkt* leaves its switch, which holds an XOFF: free buffer and ingress accounting,
+    maybe send RESUME.
+
+    With the dynamic threshold the free buffer just grew, so every paused ingress of the
+    switch is checked, not only the packet's own (a RESUME is never lost because its
+    ingress happened to be empty when the buffer freed).
+    """
+    lk: cython.Py_ssize_t = pkt.inl
+    size: cython.longlong = pkt.size
+    node: cython.Py_ssize_t = f.L_dst[lk]
+    f.I_out_ps[lk] = t  # progress of this ingress (deadlock detection)
+    used: cython.longlong = f.S_used[node] - size
+    f.S_used[node] = used
+    f.I_bytes[lk] -= size
+    xoffs: set = f.N_xoff[node]
+    thr: cython.double = _xoff_at(f, used)
+    if f.static:
+        if lk in xoffs and f.I_bytes[lk] + f.xon_off <= thr:
+            f.send_resume(t, lk)
+        return
+    il: cython.Py_ssize_t
+    for il in [i for i in xoffs if f.I_bytes[i] + f.xon_off <= thr]:
+        f.send_resume(t, il)
 
 
 def _red_mark(f: _Fabric, qb: cython.longlong, pkt: Pkt, lk: cython.Py_ssize_t):
