@@ -12,10 +12,12 @@ toward the higher tier) and ``2p + 1`` (the reverse).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:  # imported on first use of Fabric.graph (networkx takes ~0.15 s CPU to load)
+    import networkx as nx
 
 TIERS = ("tor", "agg", "core")
 ROLES = ("gpu", "nic", "nvswitch", "tor", "agg", "core")
@@ -149,6 +151,8 @@ class Fabric:
         return self._graph
 
     def _build_graph(self) -> nx.DiGraph:
+        import networkx as nx
+
         g = nx.DiGraph(name=self.name)
         attrs = self.node_attrs
         server = attrs["server"].tolist()

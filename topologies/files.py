@@ -18,8 +18,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from inputspec import InputError, check_memory, from_dict, read_data, to_dict, write_text
 from inputspec.core import Rule
 from topologies.builders import (
@@ -231,6 +229,8 @@ def save_fabric(fabric_or_spec: Fabric | Any, path: str | Path) -> Path:
     if path.suffix.lower() == ".json":
         write_text(path, json.dumps(data, indent=2) + "\n")
     elif path.suffix.lower() in (".yaml", ".yml"):
+        import yaml  # only when writing YAML (loading it costs ~0.05 s CPU at start-up)
+
         write_text(path, yaml.safe_dump(data, sort_keys=False))
     else:
         raise ValueError(f"fabric file {path} must end in .yaml, .yml or .json")

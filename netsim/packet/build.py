@@ -40,7 +40,9 @@ def _endpoint_nic(fabric, name: str) -> str:
     """The NIC a flow endpoint sends through (GPUs use their rail NIC)."""
     if name not in fabric.node_index:
         raise ValueError(f"flow endpoint {name!r} is not a node of fabric {fabric.name!r}")
-    role = fabric.graph.nodes[name].get("role")
+    # A Fabric reads the role from its arrays; building its networkx graph for this alone
+    # cost more CPU than a 128-host run's start-up (other fabric-like objects have a graph).
+    role = fabric.role(name) if hasattr(fabric, "role") else fabric.graph.nodes[name].get("role")
     if role == "nic":
         return name
     if role == "gpu":

@@ -8,7 +8,6 @@ engine checks a paused port when it could have stalled for ``PacketConfig.pfc_de
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 
 MAX_SAMPLES = 2048
@@ -63,12 +62,17 @@ def find_pause_cycle(sim) -> list[int] | None:
     A paused port ``u -> v`` waits for ``v`` to drain; a directed cycle of such waits, each
     holding packets, can never drain by itself: a PFC deadlock.
     """
-    g = nx.DiGraph()
+    waits = {}  # (u, v) -> link, the last one when parallel links wait (as DiGraph.add_edge)
     for lid in sim.paused_set:
         if sim.P_data[lid]:
-            g.add_edge(sim.L_src[lid], sim.L_dst[lid], link=lid)
-    if g.number_of_edges() < 2:
+            waits[sim.L_src[lid], sim.L_dst[lid]] = lid
+    if len(waits) < 2:
         return None
+    import networkx as nx  # only here: most runs end without two waiting ports
+
+    g = nx.DiGraph()
+    for (u, v), lid in waits.items():
+        g.add_edge(u, v, link=lid)
     try:
         edges = nx.find_cycle(g)
     except nx.NetworkXNoCycle:
@@ -92,6 +96,8 @@ def stalled_cycle(sim, t: int, lk: int, window_ps: int) -> list[int] | None:
 
     if lk not in sim.paused_set or not stalled(lk):
         return None
+    import networkx as nx
+
     g = nx.DiGraph()
     for lid in sim.paused_set:
         if stalled(lid):
