@@ -371,4 +371,6 @@ def _port_stats(sim, fabric, now) -> list[PortStats]:
 def _count_in_flight(sim) -> int:
     """Data packets still queued or on a wire when the run stopped (counted from the state)."""
     n = sum(1 for d in sim.P_data for p in d if p.kind == 0)
-    return n + sum(1 for fly in sim.L_fly for item in fly if item[-1].kind == 0)
+    # on a wire: packets in the compiled build, heap entries ending in the packet otherwise
+    return n + sum(1 for fly in sim.L_fly for item in fly
+                   if (item if sim.hq is not None else item[-1]).kind == 0)

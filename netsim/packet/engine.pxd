@@ -54,6 +54,7 @@ cdef void _release(_Fabric f, long long t, Pkt pkt)
 cdef inline void _red_mark(_Fabric f, long long qb, Pkt pkt, Py_ssize_t lk)
 cdef inline double _xoff_at(_Fabric f, long long used) noexcept
 cdef void _arrive(_Fabric f, long long t, Py_ssize_t lk, Pkt pkt)
+cpdef _run_compiled(_Fabric f, list q, env, long long until_ps)
 cdef inline void _forward_ctrl(_Fabric f, long long t, Py_ssize_t nl, Pkt pkt)
 cdef inline bint _cut_through(_Fabric f, long long t, Py_ssize_t lk, Py_ssize_t nl, Pkt pkt)
 cdef inline void _enqueue(_Fabric f, long long t, Py_ssize_t lk, Py_ssize_t nl, Pkt pkt)

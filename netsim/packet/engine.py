@@ -249,7 +249,7 @@ class PacketSim(RcTransport):
         n0 = hq.events if hq is not None else 0
         try:
             if hq is not None:  # compiled build: the loop below, over both heaps (_cheap.pyx)
-                _cheap.run_loop(hq, q, env, until_ps)
+                _run_compiled(self._fabric, q, env, until_ps)
             while q and hq is None:
                 item = heappop(q)
                 try:
@@ -296,7 +296,9 @@ class PacketSim(RcTransport):
     def _bind_hot_path(self) -> None:
         """Install the per-packet functions (``_kick``, ``_wake``, ``_serve``, ``_tx``,
         ``_arrive``) as closures over the port and switch arrays (see :func:`_hot_path`)."""
-        for name, fn in _hot_path(self).items():
+        fns = _hot_path(self)
+        self._fabric = fns.pop("_fabric")
+        for name, fn in fns.items():
             setattr(self, name, fn)
         self._arrive_cb = self._arrive
         self._wake_cb = self._wake
@@ -570,10 +572,8 @@ def _kick(f: _Fabric, lk: cython.Py_ssize_t, t: cython.longlong):
     if 0 <= w <= t:
         return
     f.P_wake[lk] = t
-    eid: cython.longlong
     if f.cheap:
-        eid = next(f.eid)
-        f.hq.push_at(t, 0, eid, (t, 0, eid, f.wake, lk, None))
+        f.hq.push_wake(t, next(f.eid), lk)
     else:
         heappush(f.q, (t, next(f.eid), f.wake, lk, None))
 
@@ -613,12 +613,11 @@ def _launch(f: _Fabric, lk: cython.Py_ssize_t, pkt: Pkt, ta: cython.longlong):
     tie0: cython.longlong = f.L_tie[lk]
     key: cython.longlong = ((tie0 ^ (ta * f.TIE_MUL >> 29)) & f.tie_mask) + 1
     fly = f.L_fly[lk]
-    eid: cython.longlong
-    if f.cheap:
-        eid = next(f.eid)
-        fly.append((ta, key, eid, f.arrive, lk, pkt))
+    if f.cheap:  # the packet waits on the link with its own key (no tuple per hop)
+        pkt.ta, pkt.tkey, pkt.teid = ta, key, next(f.eid)
+        fly.append(pkt)
         if len(fly) == 1:
-            f.hq.push_at(ta, key, eid, fly[0])
+            f.hq.push_arrival(ta, key, pkt.teid, lk, pkt)
     else:
         fly.append((ta, key << 40 | next(f.eid), f.arrive, lk, pkt))
         if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
@@ -728,9 +727,11 @@ def _arrive(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
     """*pkt* has fully arrived over link *lk* at the link's head node."""
     fly = f.L_fly[lk]
     fly.popleft()
+    nxt: Pkt
     if fly:  # the link's next arrival goes on the heap
         if f.cheap:
-            f.hq.push(fly[0])
+            nxt = fly[0]
+            f.hq.push_arrival(nxt.ta, nxt.tkey, nxt.teid, lk, nxt)
         else:
             heappush(f.q, fly[0])
     if not f.L_up[lk]:
@@ -855,6 +856,41 @@ def _pfc_ingress(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t,
     return True
 
 
+def _run_compiled(f: _Fabric, q: list, env, until_ps: cython.longlong):
+    """The compiled build's event loop (``PacketSim.run``): the hot path's events from the C
+    heap ``f.hq`` (port wakes and link arrivals, dispatched to :func:`_wake` and
+    :func:`_arrive` directly), everything else from simpy's heap *q*, in the plain path's
+    order (``CHeap.source``). Counts events in ``hq.events`` (also when a callback raises
+    to end the run)."""
+    hq: CHeap = f.hq
+    src: cython.int
+    kind: cython.int
+    t: cython.longlong
+    while True:
+        src = hq.source(q, until_ps)
+        if src == 0:
+            return
+        hq.events += 1
+        if src == 1:
+            item = heappop(q)
+            env._now = item[0]
+            if len(item) == 4:  # a genuine simpy event (process, timeout) sharing the heap
+                fire_simpy(item[3])
+            else:
+                item[2](item[0], item[3], item[4])
+            continue
+        kind = hq.pop_top()
+        t = hq.top.t
+        env._now = t
+        if kind == 1:
+            _wake(f, t, hq.top.lk)
+        elif kind == 2:
+            _arrive(f, t, hq.top.lk, hq.take())
+        else:
+            e = hq.take()
+            e[3](t, e[4], e[5])
+
+
 def _hot_path(sim: PacketSim) -> dict:
     """The per-packet functions of *sim*: closures over its arrays and settings
     (:class:`_Fabric`), each handing its event to the helper above that does the work.
@@ -885,4 +921,4 @@ def _hot_path(sim: PacketSim) -> dict:
     f.wake, f.arrive = wake, arrive
     nic = nic_path(sim, tx, kick, serve)
     f.nic_send, f.rx_data = nic["_nic_send"], nic["_rx_data"]
-    return {"_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}
+    return {"_fabric": f, "_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}

@@ -12,6 +12,7 @@ cdef class Pkt:
     cdef public object t_sent
     cdef public Py_ssize_t inl
     cdef public bint areq
+    cdef public long long ta, tkey, teid
 
 
 cdef class QP:
@@ -71,7 +72,7 @@ cdef class _Nic:
     cdef object rto, eid, rto_for, env, cnp_gen, ctrl_arrive
     cdef list q
     cdef list flow_dlv
-    cdef bint ctrl_per_hop, ack_qp, cnp_prio
+    cdef bint ctrl_per_hop, ack_qp, cnp_prio, cheap
 
 
 cdef void _nic_send(_Nic n, long long t, Py_ssize_t lk)

@@ -37,7 +37,8 @@ _PS_BITS = 8 * 10**12  # bits x ps per s: serialization ps = bytes * _PS_BITS //
 class Pkt:
     """One packet in the fabric (a small slotted record, the only per-packet object)."""
 
-    __slots__ = ("kind", "qp", "psn", "size", "route", "hop", "ecn", "t_sent", "inl", "areq")
+    __slots__ = ("kind", "qp", "psn", "size", "route", "hop", "ecn", "t_sent", "inl", "areq",
+                 "ta", "tkey", "teid")
 
     def __init__(self, kind, qp, psn, size, route, ecn, t_sent):
         self.kind = kind
@@ -50,6 +51,8 @@ class Pkt:
         self.t_sent = t_sent
         self.inl = -1
         self.areq = False  # BTH AckReq: the requester's window closed, ACK at once
+        # compiled build: the arrival time and heap key while it is on a link's wire
+        self.ta = self.tkey = self.teid = 0
 
 
 class QP:
@@ -233,6 +236,7 @@ class _Nic:
         self.P_ctrl = sim.P_ctrl
         self.L_rev = sim.L_rev
         self.L_fly = sim.L_fly
+        self.cheap = sim.hq is not None
         self.P_due = sim.P_due
         self.P_ctrl_min = sim.P_ctrl_min
         self.P_rxgap = [(sim.L_prop[r] + sim.ctrl_size * _PS_BITS // sim.L_rate[r]) if r >= 0
@@ -288,8 +292,8 @@ def _commit_limit(n: _Nic, t: cython.longlong, lk: cython.Py_ssize_t) -> cython.
     rin: cython.Py_ssize_t = n.L_rev[lk]
     if rin >= 0:
         fly = n.L_fly[rin]
-        if fly:
-            v = fly[0][0]
+        if fly:  # compiled build: packets (their arrival time in .ta); plain: heap tuples
+            v = fly[0].ta if n.cheap else fly[0][0]
             if v < limit:
                 limit = v
         v = n.P_rxgap[lk]

@@ -1,6 +1,6 @@
 """One simpy event popped from the packet engine's shared heap, run as simpy itself would.
 
-The engine's loops (``engine.PacketSim.run`` and the compiled ``_cheap.run_loop``) pop their
+The engine's loops (``engine.PacketSim.run`` and the compiled ``engine._run_compiled``) pop their
 own ``(t, eid, fn, a, b)`` entries and, rarely, a genuine simpy event (a process step, a
 timeout) that shares the heap; :func:`fire` runs the latter like ``simpy.Environment.step``.
 """
