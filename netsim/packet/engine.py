@@ -860,17 +860,16 @@ def _run_compiled(f: _Fabric, q: list, env, until_ps: cython.longlong):
     """The compiled build's event loop (``PacketSim.run``): the hot path's events from the C
     heap ``f.hq`` (port wakes and link arrivals, dispatched to :func:`_wake` and
     :func:`_arrive` directly), everything else from simpy's heap *q*, in the plain path's
-    order (``CHeap.source``). Counts events in ``hq.events`` (also when a callback raises
+    order (``CHeap.source``). Counts events in ``f.hq.events`` (also when a callback raises
     to end the run)."""
-    hq: CHeap = f.hq
     src: cython.int
     kind: cython.int
     t: cython.longlong
     while True:
-        src = hq.source(q, until_ps)
+        src = f.hq.source(q, until_ps)
         if src == 0:
             return
-        hq.events += 1
+        f.hq.events += 1
         if src == 1:
             item = heappop(q)
             env._now = item[0]
@@ -879,15 +878,15 @@ def _run_compiled(f: _Fabric, q: list, env, until_ps: cython.longlong):
             else:
                 item[2](item[0], item[3], item[4])
             continue
-        kind = hq.pop_top()
-        t = hq.top.t
+        kind = f.hq.pop_top()
+        t = f.hq.top.t
         env._now = t
         if kind == 1:
-            _wake(f, t, hq.top.lk)
+            _wake(f, t, f.hq.top.lk)
         elif kind == 2:
-            _arrive(f, t, hq.top.lk, hq.take())
+            _arrive(f, t, f.hq.top.lk, f.hq.take())
         else:
-            e = hq.take()
+            e = f.hq.take()
             e[3](t, e[4], e[5])
 
 
