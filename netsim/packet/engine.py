@@ -544,7 +544,8 @@ class _Fabric:
         self.uniform = sim._draws.__next__
         self.drop_admit, self.send_pause = sim._drop_admit, sim._send_pause
         self.send_resume = sim._send_resume
-        self.cnp_from, self.rx_ctrl = sim._cnp_from, sim._rx_ctrl
+        self.cnp_from = sim._cnp_from
+        self.rx_ctrl = None  # the NIC's, set by _hot_path
         # the callbacks this module puts on the heaps, and the NIC's (set by _hot_path)
         self.wake = self.arrive = self.nic_send = self.rx_data = None
 
@@ -919,5 +920,5 @@ def _hot_path(sim: PacketSim) -> dict:
 
     f.wake, f.arrive = wake, arrive
     nic = nic_path(sim, tx, kick, serve)
-    f.nic_send, f.rx_data = nic["_nic_send"], nic["_rx_data"]
+    f.nic_send, f.rx_data, f.rx_ctrl = nic["_nic_send"], nic["_rx_data"], nic["_rx_ctrl"]
     return {"_fabric": f, "_kick": kick, "_wake": wake, "_tx": tx, "_serve": serve, "_arrive": arrive, **nic}

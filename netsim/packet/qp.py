@@ -158,51 +158,6 @@ class RcTransport:
         self.nic_active[qp.nic].remove(qp)
         self._qp_finished(t)
 
-    def _rx_ctrl(self, t, pkt):
-        """An ACK, NACK or CNP reached the requester."""
-        qp = pkt.qp
-        kind = pkt.kind
-        if kind == CNP:
-            self.cnps_rx += 1
-            if not (qp.done or qp.error):
-                qp.cc.on_cnp()
-                self._repace(t, qp)
-            return
-        if qp.done or qp.error:
-            return
-        psn = pkt.psn
-        if psn > qp.snd_una:
-            mtu = self.mtu
-            acked = (psn - qp.snd_una) * mtu
-            if psn == qp.npkts:
-                acked -= mtu - qp.last_payload
-            qp.snd_una = psn
-            if qp.snd_nxt < psn:
-                qp.snd_nxt = psn
-            qp.retries = 0
-            qp.progress_t = t
-            qp.cc.on_ack(acked, t - pkt.t_sent, bool(pkt.ecn))
-            if psn >= qp.npkts:
-                qp.done = True
-                qp.tx_done_ps = t
-                qp.deadline = -1
-                self.nic_active[qp.nic].remove(qp)
-                self._qp_finished(t)
-                return
-            if self.rto is not None and qp.snd_nxt > psn:
-                qp.deadline = t + self._rto_for(qp)
-            else:
-                qp.deadline = -1
-        elif kind == ACK:
-            qp.cc.on_ack(0, t - pkt.t_sent, bool(pkt.ecn))
-        if kind == NACK and qp.snd_nxt > psn:
-            qp.snd_nxt = psn  # go-back-N
-            self.nacks_rx += 1
-            on_nack = getattr(qp.cc, "on_nack", None)
-            if on_nack is not None:
-                on_nack()
-        self._port_ready(t, qp.port)
-
     def _ctrl_arrive(self, t, rev, pkt):
         up = self.L_up
         for lid in rev:
@@ -473,6 +428,65 @@ def _send_ctrl(n: _Nic, t: cython.longlong, qp: QP, kind: cython.int, psn, ecn, 
         n.kick(lk, busy)
 
 
+def _rx_ctrl(n: _Nic, t: cython.longlong, pkt: Pkt):
+    """An ACK, NACK or CNP reached the requester."""
+    qp: QP = pkt.qp
+    kind: cython.int = pkt.kind
+    sim = n.sim
+    if kind == CNP:
+        sim.cnps_rx += 1
+        if not (qp.done or qp.error):
+            qp.cc.on_cnp()
+            sim._repace(t, qp)
+        return
+    if qp.done or qp.error:
+        return
+    psn: cython.longlong = pkt.psn
+    if psn > qp.snd_una:
+        _acked(n, t, qp, pkt, psn)
+        if qp.done:
+            return
+    elif kind == ACK:
+        qp.cc.on_ack(0, t - pkt.t_sent, bool(pkt.ecn))
+    if kind == NACK and qp.snd_nxt > psn:
+        qp.snd_nxt = psn  # go-back-N
+        sim.nacks_rx += 1
+        on_nack = getattr(qp.cc, "on_nack", None)
+        if on_nack is not None:
+            on_nack()
+    lk: cython.Py_ssize_t = qp.port
+    busy: cython.longlong = n.P_busy[lk]
+    if busy <= t:  # something may have become sendable: serve the port now or when free
+        n.serve(t, lk)
+    else:
+        n.kick(lk, busy)
+
+
+def _acked(n: _Nic, t: cython.longlong, qp: QP, pkt: Pkt, psn: cython.longlong):
+    """*pkt* (ACK or NACK) acknowledges every PSN below *psn*, which is new progress."""
+    mtu: cython.longlong = n.mtu
+    acked: cython.longlong = (psn - qp.snd_una) * mtu
+    if psn == qp.npkts:
+        acked -= mtu - qp.last_payload
+    qp.snd_una = psn
+    if qp.snd_nxt < psn:
+        qp.snd_nxt = psn
+    qp.retries = 0
+    qp.progress_t = t
+    qp.cc.on_ack(acked, t - pkt.t_sent, bool(pkt.ecn))
+    if psn >= qp.npkts:
+        qp.done = True
+        qp.tx_done_ps = t
+        qp.deadline = -1
+        n.nic_active[qp.nic].remove(qp)
+        n.sim._qp_finished(t)
+        return
+    if n.rto is not None and qp.snd_nxt > psn:
+        qp.deadline = t + n.rto_for(qp)
+    else:
+        qp.deadline = -1
+
+
 def nic_path(sim, tx, kick, serve) -> dict:
     """The NIC of *sim*: the data source (``_nic_send``, ``_nic_one``) and the responder
     (``_rx_data``, ``_send_ctrl``), as closures over its arrays (:class:`_Nic`) that hand
@@ -495,5 +509,8 @@ def nic_path(sim, tx, kick, serve) -> dict:
     def send_ctrl(t: cython.longlong, qp: QP, kind: cython.int, psn, ecn, t_sent):
         _send_ctrl(n, t, qp, kind, psn, ecn, t_sent)
 
+    def rx_ctrl(t: cython.longlong, pkt: Pkt):
+        _rx_ctrl(n, t, pkt)
+
     return {"_nic_send": nic_send, "_nic_one": nic_one, "_rx_data": rx_data,
-            "_send_ctrl": send_ctrl}
+            "_send_ctrl": send_ctrl, "_rx_ctrl": rx_ctrl}
