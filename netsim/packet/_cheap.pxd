@@ -26,7 +26,8 @@ cdef class CHeap:
     cpdef push(self, tuple e)
     cdef int push_at(self, long long t, long long hi, long long lo, tuple e) except -1
     cdef int push_wake(self, long long t, long long lo, Py_ssize_t lk) except -1
-    cdef int push_arrival(self, long long t, long long hi, long long lo, Py_ssize_t lk) except -1
+    cdef int push_arrival(self, long long t, long long hi, long long lo, Py_ssize_t lk,
+                          object pkt) except -1
     cdef int _insert(self, Node node, object ref) except -1
     cdef int pop_top(self) except -1
     cdef object take(self)

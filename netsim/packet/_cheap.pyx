@@ -5,9 +5,9 @@ The plain path keeps every event on simpy's heap (``Environment._queue``, a list
 ordered by ``heapq``). Comparing tuples reads every entry on the sift path, which dominated
 the compiled engine's profile; this heap keeps the sort keys in a C array, so a sift moves
 structs and touches no Python object. Only the hot path's own events go here, as C records: a
-port wake is ``(t, 0, eid, port)``, a link arrival ``(t, tie + 1, eid, link)`` (its packet is the
-first in the engine's FIFO of that link, and holds its own key while it waits there), neither
-with a Python object; everything else (simpy events, timers, control packets, faults) stays on
+port wake is ``(t, 0, eid, port)`` with no Python object at all, a link arrival
+``(t, tie + 1, eid, link)`` and its packet (the packet holds its own key while it waits behind
+others on the link); everything else (simpy events, timers, control packets, faults) stays on
 simpy's heap. The engine's loop (``engine._run_compiled``) merges the two with :meth:`source`
 and calls its handlers directly.
 
@@ -32,12 +32,12 @@ cdef inline bint _less(Node *x, Node *y) noexcept nogil:
 
 cdef class CHeap:
     """A binary min-heap of events keyed by ``(t, hi, lo)``: port wakes, packet arrivals
-    (:meth:`push_wake`, :meth:`push_arrival`: C records only) and tuples
-    ``(t, hi, lo, fn, a, b)``.
+    (:meth:`push_wake`, :meth:`push_arrival`) and tuples ``(t, hi, lo, fn, a, b)``.
 
-    The keys live in a C array; a tuple entry in a Python list at a fixed slot (``refs``), so
-    the garbage collector sees it (an entry refers back to the simulator through its callback:
-    a simulator left with pending events is a reference cycle it must be able to free).
+    The keys live in a C array; an entry's Python object (packet or tuple) in a Python list at
+    a fixed slot (``refs``), so the garbage collector sees it (a packet refers back to the
+    simulator through its QP: a simulator left with pending events is a reference cycle it
+    must be able to free).
     """
 
     def __cinit__(self):
@@ -75,12 +75,12 @@ cdef class CHeap:
         node.t, node.hi, node.lo, node.lk, node.kind = t, 0, lo, lk, WAKE
         return self._insert(node, None)
 
-    cdef int push_arrival(self, long long t, long long hi, long long lo, Py_ssize_t lk) except -1:
-        """The arrival over link *lk* at *t* (key ``(t, hi, lo)``, hi = tie + 1) of the first
-        packet on its wire: the engine's ``L_fly[lk][0]`` holds it (no Python object here)."""
+    cdef int push_arrival(self, long long t, long long hi, long long lo, Py_ssize_t lk,
+                          object pkt) except -1:
+        """The arrival of *pkt* over link *lk* at *t* (key ``(t, hi, lo)``, hi = tie + 1)."""
         cdef Node node
         node.t, node.hi, node.lo, node.lk, node.kind = t, hi, lo, lk, ARRIVAL
-        return self._insert(node, None)
+        return self._insert(node, pkt)
 
     cdef int _insert(self, Node node, object ref) except -1:
         cdef Node *grown

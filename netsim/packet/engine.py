@@ -618,7 +618,7 @@ def _launch(f: _Fabric, lk: cython.Py_ssize_t, pkt: Pkt, ta: cython.longlong):
         pkt.ta, pkt.tkey, pkt.teid = ta, key, next(f.eid)
         fly.append(pkt)
         if len(fly) == 1:
-            f.hq.push_arrival(ta, key, pkt.teid, lk)
+            f.hq.push_arrival(ta, key, pkt.teid, lk, pkt)
     else:
         fly.append((ta, key << 40 | next(f.eid), f.arrive, lk, pkt))
         if len(fly) == 1:  # the link's first packet in flight: its arrival goes on the heap
@@ -732,7 +732,7 @@ def _arrive(f: _Fabric, t: cython.longlong, lk: cython.Py_ssize_t, pkt: Pkt):
     if fly:  # the link's next arrival goes on the heap
         if f.cheap:
             nxt = fly[0]
-            f.hq.push_arrival(nxt.ta, nxt.tkey, nxt.teid, lk)
+            f.hq.push_arrival(nxt.ta, nxt.tkey, nxt.teid, lk, nxt)
         else:
             heappush(f.q, fly[0])
     if not f.L_up[lk]:
@@ -866,7 +866,6 @@ def _run_compiled(f: _Fabric, q: list, env, until_ps: cython.longlong):
     src: cython.int
     kind: cython.int
     t: cython.longlong
-    lk: cython.Py_ssize_t
     while True:
         src = f.hq.source(q, until_ps)
         if src == 0:
@@ -885,9 +884,8 @@ def _run_compiled(f: _Fabric, q: list, env, until_ps: cython.longlong):
         env._now = t
         if kind == 1:
             _wake(f, t, f.hq.top.lk)
-        elif kind == 2:  # the first packet on the link's wire
-            lk = f.hq.top.lk
-            _arrive(f, t, lk, f.L_fly[lk][0])
+        elif kind == 2:
+            _arrive(f, t, f.hq.top.lk, f.hq.take())
         else:
             e = f.hq.take()
             e[3](t, e[4], e[5])
