@@ -6,8 +6,8 @@ Run: ``python benchmarks/bench_packet_scale.py [--endpoints 128,512,2048,12288] 
 
 Traffic: one step of the default job's heaviest network traffic, a permutation of ``--size``
 (2 MB) flows over every NIC of a clos3 fabric of ``endpoints / 8`` MegaScale servers (12,288 NICs
-is the ``megascale`` preset itself), NIC to NIC, 400G links, 4096 B MTU, PFC on, DCQCN, one QP
-per flow (``netsim.scenario.traffic.permutation``, seed 0). Each point runs in a fresh child
+is the ``megascale`` preset itself; 200G NIC links, 400G switch links), NIC to NIC, the
+default 4096 B MTU, PFC on, DCQCN, one QP per flow (``netsim.scenario.traffic.permutation``, seed 0). Each point runs in a fresh child
 process: the packet engine (``simulate_packets``), then the flow engine (``simulate_flows``,
 max-min) on the same flows. Per point: data packets, events, events per data packet, the packet
 run's CPU (``time.process_time`` around the call), the child's max RSS (after the packet run,
@@ -92,6 +92,13 @@ def growth(rows: list[dict]) -> dict[str, float]:
             for k in ("events", "cpu_s", "max_rss_MiB")}
 
 
+def _rss_per_endpoint(rows: list[dict]) -> float:
+    """KiB of max RSS per endpoint beyond the smallest point (its fixed start-up excluded)."""
+    lo, hi = rows[0], rows[-1]
+    return ((float(hi["max_rss_MiB"]) - float(lo["max_rss_MiB"])) * 1024
+            / (float(hi["endpoints"]) - float(lo["endpoints"])))
+
+
 def render(doc: Path, path: Path) -> None:
     """The CSV as a table, with the growth exponents, between DOC's pscale28 markers."""
     from _results import render_between
@@ -100,22 +107,26 @@ def render(doc: Path, path: Path) -> None:
         rows = list(csv.DictReader(fh))
     g = growth(rows)
     lines = ["| NIC endpoints | links | data packets | events | events / packet | packet CPU s "
-             "(least) | CPU s of each run | max RSS MiB | packet makespan us | flow makespan us "
-             "| packet mean FCT us | flow mean FCT us | flow CPU s | load (1 min) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "(least) | CPU s of each run | CPU us / event | max RSS MiB | ECN marks | "
+             "packet makespan us | flow makespan us | packet mean FCT us | flow mean FCT us | "
+             "flow CPU s | load (1 min) |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         f = {k: float(v) for k, v in r.items() if k not in ("engine", "cpu_s_runs")}
         lines.append(
             f"| {f['endpoints']:,.0f} | {f['links']:,.0f} | {f['data_packets']:,.0f} | "
             f"{f['events']:,.0f} | {f['events_per_packet']:.2f} | {f['cpu_s']:.1f} | "
-            f"{r['cpu_s_runs']} | {f['max_rss_MiB']:,.0f} | {f['packet_makespan_us']:.1f} | "
+            f"{r['cpu_s_runs']} | {f['cpu_s'] / f['events'] * 1e6:.2f} | "
+            f"{f['max_rss_MiB']:,.0f} | {f['ecn_marks']:,.0f} | {f['packet_makespan_us']:.1f} | "
             f"{f['flow_makespan_us']:.1f} | {f['packet_mean_fct_us']:.1f} | "
             f"{f['flow_mean_fct_us']:.1f} | {f['flow_cpu_s']:.2f} | {f['loadavg_1min']:.1f} |")
     if g:
         lines.append("")
         lines.append(f"Growth against endpoints (least squares, log-log, {len(rows)} points): "
                      f"events ~ n^{g['events']:.2f}, packet CPU ~ n^{g['cpu_s']:.2f}, max RSS ~ "
-                     f"n^{g['max_rss_MiB']:.2f}. Engine build: {rows[-1]['engine']}.")
+                     f"n^{g['max_rss_MiB']:.2f}; max RSS above the smallest point's: "
+                     f"{_rss_per_endpoint(rows):.0f} KiB per endpoint. Engine build: "
+                     f"{rows[-1]['engine']}.")
     render_between(doc, "\n".join(lines), "<!-- pscale28:begin -->", "<!-- pscale28:end -->")
 
 
