@@ -491,12 +491,11 @@ def dominated_links(inc, capacity: np.ndarray, compiled: bool = True
     ``member[i]`` carrying exactly the commodities of ``rep[i]`` with the same weights and
     no less capacity. A ``rep`` is never a ``member``. ``compiled``: the per-entry passes in
     :mod:`netsim.workload.dominated_fast` where numba is present (same result)."""
-    from netsim.workload import dominated_fast
+    from netsim.workload.dominated_fast import available, same_entries, signatures
 
-    fast = compiled and dominated_fast.available()
+    fast = compiled and available()
     if fast:
-        count, sig = dominated_fast.signatures(inc.e_link, inc.e_flow, inc.e_weight,
-                                               inc.num_links)
+        count, sig = signatures(inc.e_link, inc.e_flow, inc.e_weight, inc.num_links)
     else:
         count, sig = _signatures(inc)
     used = np.flatnonzero(count)
@@ -512,8 +511,7 @@ def dominated_links(inc, capacity: np.ndarray, compiled: bool = True
     if len(member) == 0:
         return empty, empty
     if fast:
-        ok = dominated_fast.same_entries(inc.by_link, inc.e_flow, inc.e_weight, count, member,
-                                         rep_of)
+        ok = same_entries(inc.by_link, inc.e_flow, inc.e_weight, count, member, rep_of)
     else:
         ok = _same_entries(inc, count, member, rep_of)
     ok &= capacity[member] >= capacity[rep_of]
