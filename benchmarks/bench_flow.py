@@ -1,7 +1,8 @@
 """Benchmark: flow-level ring all-reduce and all-to-all over 512 .. 49,152 GPUs on clos3 fabrics.
 
 Run: ``python benchmarks/bench_flow.py [--sizes 512,2048,12288,49152]
-[--ops allreduce,alltoall,alltoall-exact] [--max-a2a 2048] [--bytes 1GiB] [--csv FILE] [--json]``.
+[--ops allreduce,alltoall,alltoall-exact] [--max-a2a 2048] [--bytes 1GiB] [--repeat N]
+[--csv FILE] [--json]``.
 
 Each case runs in a fresh child process (so its peak RSS is its own): it builds the clos3 fabric
 of ``n / 8`` MegaScale servers (``Clos3Spec(servers=n // 8)``; 12,288 GPUs is the ``megascale``
@@ -65,6 +66,18 @@ def run_case(op: str, n: int, size: int = 1 << 30) -> dict:
     return run_child(_CHILD, op, str(n), str(size), op=op, gpus=n)
 
 
+def best_of(op: str, n: int, size: int, repeat: int) -> dict:
+    """The run with the least collective CPU of ``repeat`` fresh children, with every run's
+    CPU (``cpu_s_runs``, space-separated) and the 1-minute load average after the last."""
+    runs = [run_case(op, n, size) for _ in range(max(1, repeat))]
+    ok = [r for r in runs if "cpu_s" in r]
+    if not ok:
+        return runs[-1]
+    best = min(ok, key=lambda r: r["cpu_s"])
+    return {**best, "reps": len(ok), "cpu_s_runs": " ".join(f"{r['cpu_s']:.2f}" for r in ok),
+            "loadavg_1min": os.getloadavg()[0]}
+
+
 def write_rows(path: Path, rows: list[dict]) -> None:
     """Every measured case as one CSV row (skipped and failed cases left out)."""
     ok = [r for r in rows if "cpu_s" in r]
@@ -75,22 +88,25 @@ def write_rows(path: Path, rows: list[dict]) -> None:
         w.writerows(ok)
 
 
-def render_doc(doc: Path, after: Path, before: str | None) -> int:
-    """The cases of *after* (and *before*) as a table between DOC's flow28 markers."""
+def render_doc(doc: Path, after: Path, before: list[str]) -> int:
+    """The cases of *after* (and of each *before*, ``PATH`` or ``LABEL=PATH``) as a table
+    between DOC's flow28 markers."""
     from _results import render_between
 
-    sets = ([("before", Path(before))] if before else []) + [("this tree", after)]
-    lines = ["| tree | op | GPUs | bytes per rank | QPs | CPU s (collective) | process user + sys s | "
-             "minor faults | "
+    sets = [tuple(b.split("=", 1)) if "=" in b else ("before", b) for b in before]
+    sets = [(name, Path(path)) for name, path in sets] + [("this tree", after)]
+    lines = ["| tree | op | GPUs | bytes per rank | QPs | CPU s (collective, least) | "
+             "CPU s of each run | process user + sys s | minor faults | "
              "peak RSS MiB | simulated time s | load (1 min) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, path in sets:
         with path.open() as fh:
             for r in csv.DictReader(fh):
                 f = {k: float(v) for k, v in r.items() if _is_num(v)}
                 lines.append(
                     f"| {name} | {r['op']} | {f['gpus']:,.0f} | {f['size_bytes']:,.0f} | "
-                    f"{f['qps']:,.0f} | {f['cpu_s']:.1f} | {f['process_user_s']:.1f} + "
+                    f"{f['qps']:,.0f} | {f['cpu_s']:.1f} | {r.get('cpu_s_runs') or '(one run)'} | "
+                    f"{f['process_user_s']:.1f} + "
                     f"{f['process_sys_s']:.1f} | {f['minor_faults']:,.0f} | "
                     f"{f['max_rss_MiB']:,.0f} | {f['time_s']:.6f} | {f['loadavg_1min']:.1f} |")
     render_between(doc, "\n".join(lines), "<!-- flow28:begin -->", "<!-- flow28:end -->")
@@ -124,10 +140,13 @@ def main(argv=None) -> int:
     p.add_argument("--max-a2a", type=int, default=2048,
                    help="largest exact all-to-all run (one fluid commodity per QP, n^2 / 4 QPs)")
     p.add_argument("--bytes", default="1GiB", help="collective size per rank (default 1GiB)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs per case (fresh children); the one with the least CPU is kept")
     p.add_argument("--csv", default=None, help="also write every case as a CSV row here")
     p.add_argument("--render", default=None, metavar="DOC",
                    help="render --csv (and --before-csv) into DOC's flow28 markers, run nothing")
-    p.add_argument("--before-csv", default=None, help="the same cases on the tree before")
+    p.add_argument("--before-csv", action="append", default=[], metavar="[LABEL=]CSV",
+                   help="the same cases on a tree before (repeatable; label default 'before')")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if args.render:
@@ -141,7 +160,7 @@ def main(argv=None) -> int:
             if op == "alltoall-exact" and n > args.max_a2a:
                 rows.append({"op": op, "gpus": n, "skipped": f"n^2/8 = {n * n // 8} connections"})
                 continue
-            rows.append({**run_case(op, n, size), "loadavg_1min": os.getloadavg()[0]})
+            rows.append(best_of(op, n, size, args.repeat))
             if not args.json:
                 print(json.dumps(rows[-1]), flush=True)
         report[op] = {"rows": rows, "scaling": scaling(rows)}

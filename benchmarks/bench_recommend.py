@@ -1,7 +1,8 @@
 """Benchmark: the recommendation run (``netsim recommend``) on megascale with GPT-3 175B.
 
 Run: ``python benchmarks/bench_recommend.py [--job gpt3-175b] [--dp 16 192] [--budget 16]
-[--repeat 3] [--json]``.
+[--repeat 3] [--no-cc-scaling] [--csv FILE] [--json]``; ``--render DOC --from LABEL=CSV ...``
+puts the CSVs' rows as one table between DOC's ``rec28`` markers.
 
 For every data-parallel width given (16: the packaged 1,024-GPU job; 192: all 12,288 GPUs of
 megascale) it prints the median over ``--repeat`` runs of the wall time of each step of
@@ -15,11 +16,13 @@ after is printed with the figures.
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime
 import json
 import os
 import statistics
 import time
+from pathlib import Path
 
 from topologies import load_fabric
 from tuner.ccsearch import job_scenarios, search_job_cc
@@ -28,17 +31,24 @@ from tuner.placement import place
 from tuner.recommend import RecommendOptions, recommend
 
 
-def steps(fabric, job, budget: int) -> tuple[dict, float, float]:
-    """Wall time of every step of one recommendation run, plus the totals (wall, CPU)."""
-    marks: list[tuple[str, float]] = []
+def steps(fabric, job, budget: int) -> tuple[dict, float, float, dict]:
+    """Wall time of every step of one recommendation run, the totals (wall, CPU) and the
+    step CPU times with what the run chose."""
+    marks: list[tuple[str, float, float]] = []
     t0, c0 = time.perf_counter(), time.process_time()
-    recommend(fabric, job, RecommendOptions(budget=budget),
-              progress=lambda name, _f: marks.append((name, time.perf_counter())))
+    rec = recommend(fabric, job, RecommendOptions(budget=budget),
+                    progress=lambda name, _f: marks.append(
+                        (name, time.perf_counter(), time.process_time())))
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out: dict[str, float] = {}
-    for (name, t), (_, t_next) in zip(marks, marks[1:] + [("end", t0 + wall)], strict=False):
+    step_cpu: dict[str, float] = {}
+    ends = marks[1:] + [("end", t0 + wall, c0 + cpu)]
+    for (name, t, c), (_, t_next, c_next) in zip(marks, ends, strict=False):
         out[name] = out.get(name, 0.0) + (t_next - t)
-    return out, wall, cpu
+        step_cpu[name] = step_cpu.get(name, 0.0) + (c_next - c)
+    chose = {"qps": int(rec.env["NCCL_IB_QPS_PER_CONNECTION"]),
+             "iteration_s": rec.iteration_recommended_s, "step_cpu_s": step_cpu}
+    return out, wall, cpu, chose
 
 
 def median_steps(fabric, job, budget: int, repeat: int) -> dict:
@@ -48,7 +58,49 @@ def median_steps(fabric, job, budget: int, repeat: int) -> dict:
     return {"steps_wall_s": {n: statistics.median(r[0].get(n, 0.0) for r in runs) for n in names},
             "wall_s": statistics.median(r[1] for r in runs),
             "cpu_s": statistics.median(r[2] for r in runs),
-            "wall_s_all": [r[1] for r in runs]}
+            "wall_s_all": [r[1] for r in runs], "cpu_s_all": [r[2] for r in runs],
+            "chose": runs[0][3]}
+
+
+def write_csv(path: Path, doc: dict) -> None:
+    """One row per data-parallel width: CPU of the main process (least and each run), the
+    QP step's and the whole run's, what the run chose, the load average."""
+    rows = []
+    for run in doc["runs"]:
+        step = run["chose"]["step_cpu_s"]
+        rows.append({"gpus": run["gpus"], "dp": run["dp"], "cpu_s_least": min(run["cpu_s_all"]),
+                     "cpu_s_runs": " ".join(f"{c:.1f}" for c in run["cpu_s_all"]),
+                     "qp_step_cpu_s": step.get("QPs per connection", 0.0),
+                     "placement_cpu_s": step.get("placement", 0.0),
+                     "collectives_cpu_s": step.get("collectives", 0.0),
+                     "wall_s_median": run["wall_s"], "qps": run["chose"]["qps"],
+                     "iteration_s": run["chose"]["iteration_s"],
+                     "load_before": doc["load_before"][0], "load_after": doc["load_after"][0]})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def render(doc_path: Path, sets: list[str]) -> None:
+    """``LABEL=CSV`` files as one table between the rec28 markers of *doc_path*."""
+    from _results import render_between
+
+    lines = ["| tree | GPUs | CPU s, main process (least) | CPU s of each run | QP step CPU s | "
+             "placement CPU s | collectives CPU s | QPs chosen | iteration s | load before / "
+             "after |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for item in sets:
+        label, path = item.split("=", 1)
+        with open(path) as fh:
+            for r in csv.DictReader(fh):
+                f = {k: float(v) for k, v in r.items() if k != "cpu_s_runs"}
+                lines.append(
+                    f"| {label} | {f['gpus']:,.0f} | {f['cpu_s_least']:.1f} | {r['cpu_s_runs']} | "
+                    f"{f['qp_step_cpu_s']:.1f} | {f['placement_cpu_s']:.1f} | "
+                    f"{f['collectives_cpu_s']:.1f} | {f['qps']:.0f} | {f['iteration_s']:.4f} | "
+                    f"{f['load_before']:.1f} / {f['load_after']:.1f} |")
+    render_between(doc_path, "\n".join(lines), "<!-- rec28:begin -->", "<!-- rec28:end -->")
 
 
 def cc_scaling(fabric, job, budget: int) -> dict[int, float]:
@@ -71,7 +123,16 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-cc-scaling", action="store_true",
+                    help="skip the CC search with 1 and 2 workers")
+    ap.add_argument("--csv", default=None, help="also write one row per width here")
+    ap.add_argument("--render", default=None, metavar="DOC",
+                    help="render the LABEL=CSV arguments of --from into DOC, run nothing")
+    ap.add_argument("--from", dest="sets", nargs="*", default=[], metavar="LABEL=CSV")
     a = ap.parse_args()
+    if a.render:
+        render(Path(a.render), a.sets)
+        return
     fabric = load_fabric(a.fabric)
     doc = {"fabric": fabric.name, "job": a.job, "budget": a.budget, "repeat": a.repeat,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
@@ -79,11 +140,13 @@ def main() -> None:
     for dp in a.dp:
         job = load_job(a.job, dp=dp)
         run = {"dp": dp, "gpus": job.world, **median_steps(fabric, job, a.budget, a.repeat)}
-        scaling = cc_scaling(fabric, job, a.budget)
+        scaling = {1: 0.0, 2: 0.0} if a.no_cc_scaling else cc_scaling(fabric, job, a.budget)
         run.update(cc_search_wall_s=scaling,
                    cc_speedup_2_workers=scaling[1] / scaling[2] if scaling[2] > 0 else 1.0)
         doc["runs"].append(run)
     doc["load_after"] = os.getloadavg()
+    if a.csv:
+        write_csv(Path(a.csv), doc)
     if a.json:
         print(json.dumps(doc, indent=2))
         return

@@ -77,13 +77,23 @@ def paired_check(what: str, default_s: Callable[[int], float], change_s: Callabl
 
 
 def check_qps(fabric, job, gpu_of_rank, qps: int, seed: int = 0, calibration=None,
-              background=None, samples: int = SAMPLES) -> PairedCheck:
-    """``qps`` QPs per connection against 1, on the same placement, paired over ECMP seeds."""
+              background=None, samples: int = SAMPLES,
+              known_s: dict[tuple[int, int], float] | None = None) -> PairedCheck:
+    """``qps`` QPs per connection against 1, on the same placement, paired over ECMP seeds.
+
+    ``known_s``: iteration times already predicted by the same scorer on ``gpu_of_rank``,
+    keyed by (QPs, seed) (the QP search's, on the search seed): not predicted again."""
     from tuner.placement import iteration_scorer
 
+    known = dict(known_s or {})
+
     def at(q):
-        return lambda s: iteration_scorer(fabric, job, calibration=calibration, qps=q, seed=s,
-                                          background=background)(gpu_of_rank)
+        def t(s):
+            if (q, s) not in known:
+                known[q, s] = iteration_scorer(fabric, job, calibration=calibration, qps=q,
+                                               seed=s, background=background)(gpu_of_rank)
+            return known[q, s]
+        return t
 
     return paired_check(f"{qps} QPs per connection", at(1), at(qps), seed, samples)
 

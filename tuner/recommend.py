@@ -245,8 +245,9 @@ def _confirm_qps(run: _Run, gpu_of_rank: np.ndarray, qp):
     if qp.qps == 1:
         return qp
     opts = run.opts
+    known = {(q, opts.seed): t for q, t in qp.iteration_s.items()}  # the search's own scores
     check = check_qps(run.fabric, run.job, gpu_of_rank, qp.qps, seed=opts.seed,
-                      calibration=opts.calibration, background=opts.background)
+                      calibration=opts.calibration, background=opts.background, known_s=known)
     reason = f"{qp.reason}; {check.reason}"
     if check.accepted:
         return dataclasses.replace(qp, reason=reason, check=check.as_dict())

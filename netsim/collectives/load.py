@@ -32,8 +32,9 @@ from netsim.collectives.nccl import NcclConfig
 from netsim.collectives.runner import CollectiveResult, _comm_key, resolve_ranks
 from netsim.flow.heap_tuning import retain_freed_memory
 from netsim.flow.paths import FabricPaths
-from netsim.flow.qp import connection_qpn, udp_sport
+from netsim.flow.qp import connection_prefix, qpn_of_prefix, udp_sport
 from netsim.flow.sharing import SharingModel, make_model
+from topologies.route_load import route_load
 
 #: QPs routed per chunk: about 60 MB of temporaries, each array under glibc's mmap threshold
 #: so that, with :func:`retain_freed_memory`, chunks reuse the heap instead of page-faulting
@@ -182,18 +183,19 @@ def _route_chunk(paths, via, dst, mult, cfg, comm, seed, units, qps_on) -> tuple
     ch = max(1, min(cfg.channels, 2))  # as algorithms.direct_phase for all-to-all
     q = cfg.qps_per_connection
     per = ch * q
-    conn = np.repeat(np.arange(len(via)), per)
-    chan = np.tile(np.repeat(np.arange(ch), q), len(via))
-    qi = np.tile(np.arange(q), len(via) * ch)
-    v, d = via[conn], dst[conn]
-    sport = udp_sport(connection_qpn(v, d, chan + 64 * comm, qi, seed))
-    ip, lk = paths.router.route_many(paths.gpu_nic[v], paths.gpu_nic[d], sport)
+    # a connection's QPs in the exact engine's order: channel-major, then QP index
+    chan = np.repeat(np.arange(ch), q) + 64 * comm
+    qi = np.tile(np.arange(q), ch)
+    prefix = connection_prefix(via, dst, seed)[:, None]
+    sport = udp_sport(qpn_of_prefix(prefix, chan[None, :], qi[None, :]))
+    weighted, flows = route_load(paths.router, paths.gpu_nic[via], paths.gpu_nic[dst], sport,
+                                 mult)
     nl = units.shape[1]
-    units[0] += np.bincount(lk, weights=np.repeat(mult[conn], np.diff(ip)), minlength=nl)
-    qps_on += np.bincount(lk, minlength=nl)
+    units[0] += weighted
+    qps_on += flows
     # PCIe: the proxy GPU to its NIC, the receiver's NIC to the receiver
     units[1] += np.bincount(paths.pcie_up[via], weights=mult, minlength=nl)
     units[1] += np.bincount(paths.pcie_down[dst], weights=mult, minlength=nl)
-    qps_on += np.bincount(paths.pcie_up[v], minlength=nl)
-    qps_on += np.bincount(paths.pcie_down[d], minlength=nl)
-    return len(via) * ch, len(conn)
+    qps_on += np.bincount(paths.pcie_up[via], minlength=nl) * per
+    qps_on += np.bincount(paths.pcie_down[dst], minlength=nl) * per
+    return len(via) * ch, len(via) * per

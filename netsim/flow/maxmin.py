@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
+from netsim.flow.link_order import stable_order
 from netsim.flow.maxmin_fast import maxmin_rates_fast
 
 _RTOL = 1e-9  # ties within this relative tolerance are the same filling level
@@ -100,7 +101,7 @@ class Incidence:
     def _build(cls, num_links, num_flows, e_flow, e_link, e_weight, e_count=None) -> Incidence:
         if np.any(e_weight <= 0):
             raise ValueError("incidence weights must be positive: drop zero entries")
-        by_link = np.argsort(e_link, kind="stable")
+        by_link = stable_order(e_link, num_links)
         count = e_weight if e_count is None else np.asarray(e_count, np.float64)
         return cls(int(num_links), int(num_flows), e_flow, e_link, e_weight, by_link, count)
 

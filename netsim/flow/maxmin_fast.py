@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from netsim.flow.link_order import stable_order
+
 try:  # pragma: no cover - exercised where numba is installed
     from numba import njit
 except ImportError:  # pragma: no cover
@@ -204,7 +206,7 @@ def _by_link(inc):
     """Entries in link order (entry order within a link): row pointers, flows, weights."""
     got = inc.cache.get("maxmin_by_link")
     if got is None:
-        order = np.argsort(inc.e_link, kind="stable")
+        order = stable_order(inc.e_link, inc.num_links)
         l_ptr = np.zeros(inc.num_links + 1, np.int64)
         np.cumsum(np.bincount(inc.e_link, minlength=inc.num_links), out=l_ptr[1:])
         got = (l_ptr, np.ascontiguousarray(inc.e_flow[order], np.int64),

@@ -485,10 +485,41 @@ def _drop_dominated(inc, capacity: np.ndarray):
                             inc.e_weight[keep], inc.e_count[keep])
 
 
-def dominated_links(inc, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dominated_links(inc, capacity: np.ndarray, compiled: bool = True
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """Links whose constraint another link implies, and that link: ``(member, rep)`` with
     ``member[i]`` carrying exactly the commodities of ``rep[i]`` with the same weights and
-    no less capacity. A ``rep`` is never a ``member``."""
+    no less capacity. A ``rep`` is never a ``member``. ``compiled``: the per-entry passes in
+    :mod:`netsim.workload.dominated_fast` where numba is present (same result)."""
+    from netsim.workload.dominated_fast import available, same_entries, signatures
+
+    fast = compiled and available()
+    if fast:
+        count, sig = signatures(inc.e_link, inc.e_flow, inc.e_weight, inc.num_links)
+    else:
+        count, sig = _signatures(inc)
+    used = np.flatnonzero(count)
+    # candidates: same (count, signature); representative = the smallest capacity
+    key = np.lexsort((capacity[used], sig[used], count[used]))
+    cand = used[key]
+    same = (count[cand[1:]] == count[cand[:-1]]) & (sig[cand[1:]] == sig[cand[:-1]])
+    head = np.r_[True, ~same]
+    rep = cand[np.maximum.accumulate(np.where(head, np.arange(len(cand)), 0))]
+    member = cand[~head]
+    rep_of = rep[~head]
+    empty = np.empty(0, np.int64)
+    if len(member) == 0:
+        return empty, empty
+    if fast:
+        ok = same_entries(inc.by_link, inc.e_flow, inc.e_weight, count, member, rep_of)
+    else:
+        ok = _same_entries(inc, count, member, rep_of)
+    ok &= capacity[member] >= capacity[rep_of]
+    return member[ok], rep_of[ok]
+
+
+def _signatures(inc) -> tuple[np.ndarray, np.ndarray]:
+    """Entries per link and a hash sum of each link's (commodity, weight) entries."""
     order = inc.by_link  # entries by link, commodities ascending within a link
     link, flow, weight = inc.e_link[order], inc.e_flow[order], inc.e_weight[order]
     count = np.bincount(link, minlength=inc.num_links)
@@ -501,26 +532,20 @@ def dominated_links(inc, capacity: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         used = np.flatnonzero(count)
         first = np.r_[0, np.cumsum(count[used])[:-1]]  # segments of ``link`` (sorted)
         sig[used] = np.add.reduceat(mixed, first)
-    # candidates: same (count, signature); representative = the smallest capacity
-    key = np.lexsort((capacity[used], sig[used], count[used]))
-    cand = used[key]
-    same = (count[cand[1:]] == count[cand[:-1]]) & (sig[cand[1:]] == sig[cand[:-1]])
-    head = np.r_[True, ~same]
-    rep = cand[np.maximum.accumulate(np.where(head, np.arange(len(cand)), 0))]
-    member = cand[~head]
-    rep_of = rep[~head]
-    empty = np.empty(0, np.int64)
-    if len(member) == 0:
-        return empty, empty
+    return count, sig
+
+
+def _same_entries(inc, count, member, rep_of) -> np.ndarray:
+    """Whether each member holds its rep's entries, position by position in link order."""
+    order = inc.by_link
+    flow, weight = inc.e_flow[order], inc.e_weight[order]
     start = np.r_[0, np.cumsum(count)[:-1]]
     n = count[member]
     pos = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
     a = np.repeat(start[member], n) + pos
     b = np.repeat(start[rep_of], n) + pos
     equal = ((flow[a] == flow[b]) & (weight[a] == weight[b])).astype(np.uint8)
-    ok = np.minimum.reduceat(equal, np.r_[0, np.cumsum(n)[:-1]]).astype(bool)
-    ok &= capacity[member] >= capacity[rep_of]
-    return member[ok], rep_of[ok]
+    return np.minimum.reduceat(equal, np.r_[0, np.cumsum(n)[:-1]]).astype(bool)
 
 
 def _first_same(srv: np.ndarray) -> np.ndarray:

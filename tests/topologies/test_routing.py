@@ -30,6 +30,26 @@ def test_crc_matches_zlib(rng):
         assert int(got[i]) == zlib.crc32(raw)
 
 
+def test_crc_tables_match_zlib_on_every_field(rng):
+    # the field tables (CRC is affine) against zlib, with dport and proto varying too, the
+    # extreme values of every field, and scalar input
+    n = 300
+    src = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    dst = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    sport, dport = rng.integers(0, 1 << 16, (2, n)).astype(np.uint16)
+    proto = rng.integers(0, 256, n).astype(np.uint8)
+    src[:2], dst[:2], sport[:2], dport[:2], proto[:2] = [0, 2**32 - 1], [0, 2**32 - 1], \
+        [0, 2**16 - 1], [0, 2**16 - 1], [0, 255]
+    got = crc32_tuple(src, dst, sport, dport, proto)
+    for i in range(n):
+        raw = (int(src[i]).to_bytes(4, "big") + int(dst[i]).to_bytes(4, "big")
+               + int(sport[i]).to_bytes(2, "big") + int(dport[i]).to_bytes(2, "big")
+               + bytes([int(proto[i])]))
+        assert int(got[i]) == zlib.crc32(raw)
+    one = crc32_tuple(int(src[5]), int(dst[5]), int(sport[5]))
+    assert one.shape == () and int(one) == int(crc32_tuple(src[5:6], dst[5:6], sport[5:6])[0])
+
+
 def test_qp_udp_sport_kernel_formula():
     # rqpn = 1 and qpn < 2^20: flow label = qpn; 0x12345 -> (0x2345 ^ 0x4) | 0xC000
     assert qp_udp_sport(0x12345) == 0xE341

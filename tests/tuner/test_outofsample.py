@@ -101,3 +101,20 @@ def test_recommend_keeps_the_retransmit_defaults_when_the_check_refuses(small_cl
     check = rec.details["retransmit_check"]
     assert check and not check["accepted"]
     assert rec.env_reasons["NCCL_IB_TIMEOUT"].startswith("defaults kept")
+
+
+def test_check_qps_reuses_known_scores_with_the_same_answer(small_clos, small_job, striped_free,
+                                                            monkeypatch) -> None:
+    import tuner.placement as placement
+
+    gpus = placement.place(small_clos, small_job, "linear", striped_free).gpu_of_rank
+    plain = check_qps(small_clos, small_job, gpus, 8, seed=0)
+    known = {(q, 0): placement.iteration_scorer(small_clos, small_job, qps=q, seed=0)(gpus)
+             for q in (1, 8)}
+    calls = []
+    real = placement.iteration_scorer
+    monkeypatch.setattr(placement, "iteration_scorer",
+                        lambda *a, **k: calls.append((k["qps"], k["seed"])) or real(*a, **k))
+    reused = check_qps(small_clos, small_job, gpus, 8, seed=0, known_s=known)
+    assert reused == plain
+    assert len(calls) == 2 * 2 * 5 - 2 and not set(calls) & set(known)

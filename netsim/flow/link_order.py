@@ -1,0 +1,52 @@
+"""Entries of an incidence ordered by link: a counting sort in place of a comparison sort.
+
+``Incidence`` keeps ``by_link = np.argsort(e_link, kind="stable")``. Link ids are small
+integers (below ``num_links``), so the stable order is also that of a counting sort: count the
+entries per link, take the running sum as each link's first slot, then place the entries in
+input order. That is two passes over the entries instead of a merge sort (numpy's stable sort
+of 64-bit keys), and the permutation is the same one (a stable order by key is unique).
+``tests/netsim/flow/test_link_order.py`` compares the two. Without numba, numpy's sort runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:  # pragma: no cover - exercised where numba is installed
+    from numba import njit
+except ImportError:  # pragma: no cover
+    njit = None
+
+#: Below this many entries numpy's sort is as cheap (no call overhead of the kernel).
+MIN_ENTRIES = 4096
+
+
+def stable_order(keys: np.ndarray, num_keys: int, compiled: bool = True) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for integer keys in ``0 .. num_keys - 1`` (other keys:
+    numpy's sort)."""
+    keys = np.asarray(keys)
+    if (not compiled or njit is None or keys.size < MIN_ENTRIES or keys.dtype.kind not in "iu"
+            or int(keys.min()) < 0 or int(keys.max()) >= num_keys):
+        return np.argsort(keys, kind="stable")
+    return _counting(np.ascontiguousarray(keys, np.int64), int(num_keys))
+
+
+def _counting_py(keys, num_keys):
+    start = np.zeros(num_keys + 1, np.int64)
+    for k in keys:
+        start[k + 1] += 1
+    for i in range(num_keys):
+        start[i + 1] += start[i]
+    out = np.empty(keys.size, np.int64)
+    for i in range(keys.size):
+        k = keys[i]
+        out[start[k]] = i
+        start[k] += 1
+    return out
+
+
+if njit is not None:
+    try:
+        _counting = njit(cache=True, nogil=True)(_counting_py)
+    except RuntimeError:  # pragma: no cover - no writable cache location
+        _counting = njit(nogil=True)(_counting_py)
