@@ -163,6 +163,7 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]], layout: Layout | N
                        rekind=not labelled)
         if not any(c["phase"] in ("forward", "backward", "optimizer") for c in rank.compute):
             rank.compute += compute_records(doc, t0)
+            rank.compute += between_operators(rank)
         ranks.append(rank)
     ranks.sort(key=lambda r: r.meta["rank"])
     check_ranks([str(f) for f, _ in docs], ranks, str(d))
@@ -266,6 +267,40 @@ def compute_records(doc: dict, t0: float) -> list[dict]:
     return out
 
 
+BETWEEN = "between operators"
+"""The name of a CPU job's per-step record of the time outside operators and collectives."""
+
+
+def between_operators(rank: RankTrace) -> list[dict]:
+    """On CPU (no GPU kernels among the records), one record per step: the step's time
+    outside its top-level operators and its collectives (every call's span, waits included:
+    a rank blocked on a slower peer is not working), the Python the rank runs between
+    operators. A slower core runs that Python slower too; ``busy_s`` holds it, the record's
+    span being the step's."""
+    if any(c.get("kernel") for c in rank.compute):
+        return []
+    out = []
+    for it in [c for c in rank.compute if c["phase"] == "iteration"]:
+        lo, hi, step = it["start_s"], it["end_s"], it["step"]
+        spans = [(c["start_s"], c["end_s"]) for c in [*rank.compute, *rank.collectives]
+                 if c["step"] == step and c.get("phase") != "iteration"]
+        rec = _record(step, "forward", BETWEEN, 0.0, 0.0, 0.0)
+        rec.update(start_s=lo, end_s=hi, busy_s=max(0.0, hi - lo - _covered(spans, lo, hi)))
+        out.append(rec)
+    return out
+
+
+def _covered(spans: list[tuple[float, float]], lo: float, hi: float) -> float:
+    """Seconds of [lo, hi] inside the union of ``spans``."""
+    total, end = 0.0, lo
+    for s, e in sorted(spans):
+        s, e = max(s, end), min(e, hi)
+        if e > s:
+            total += e - s
+            end = e
+    return total
+
+
 def _top_level(events: list[dict]) -> list[dict]:
     """Events not inside another event of the list (one thread's call tree roots)."""
     out, end = [], -1.0
@@ -309,5 +344,6 @@ def _kernel_records(kernels: list[dict], cpu: list[dict], events: list[dict],
         t = (ts - t0) * 1e-6
         i = bisect.bisect_right(starts, t) - 1
         if i >= 0 and t <= spans[i][1]:
-            out.append(_record(spans[i][2], spans[i][3], str(k["name"]), k["ts"], k["dur"], t0))
+            out.append(_record(spans[i][2], spans[i][3], str(k["name"]), k["ts"], k["dur"], t0)
+                       | {"kernel": True})
     return out
