@@ -179,7 +179,6 @@ def step_times(run: TraceRun, skip: int = 1) -> StepTimes:
             if j is None or c["phase"] not in COMPUTE_PHASES:
                 continue
             t = c.get("cpu_s")
-            t = c.get("busy_s") if t is None else t
             if t is None:
                 t = max(0.0, c["end_s"] - c["start_s"] - _overlap_s(spans, c["start_s"],
                                                                     c["end_s"]))
