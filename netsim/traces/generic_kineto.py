@@ -20,9 +20,7 @@ x ``Input type``):
   trace has kernels, else the top-level CPU operators of the thread that stepped the
   profiler, communication operators left out; phase ``backward`` inside the autograd
   engine (``autograd::engine::evaluate_function``), ``optimizer`` inside ``Optimizer.step#``,
-  ``forward`` otherwise; each record named by its operator or kernel. On CPU also the gaps
-  between those operators and the collectives (``between_operators``): the Python a rank runs
-  between operators, where a slower core is slower too.
+  ``forward`` otherwise; each record named by its operator or kernel.
 
 The model is unknown, so compute is not calibrated (FLOPs unknown); collectives are.
 """
@@ -30,7 +28,6 @@ The model is unknown, so compute is not calibrated (FLOPs unknown); collectives 
 from __future__ import annotations
 
 import bisect
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,7 +163,6 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]], layout: Layout | N
                        rekind=not labelled)
         if not any(c["phase"] in ("forward", "backward", "optimizer") for c in rank.compute):
             rank.compute += compute_records(doc, t0)
-            rank.compute += between_operators(rank)
         ranks.append(rank)
     ranks.sort(key=lambda r: r.meta["rank"])
     check_ranks([str(f) for f, _ in docs], ranks, str(d))
@@ -270,40 +266,6 @@ def compute_records(doc: dict, t0: float) -> list[dict]:
     return out
 
 
-BETWEEN = "between operators"
-"""The name prefix of a CPU job's records of the time outside operators and collectives."""
-
-
-def between_operators(rank: RankTrace) -> list[dict]:
-    """On CPU (no GPU kernels among the records): each gap of a step between its top-level
-    operators and its collectives (every call's span, waits included: a rank blocked on a
-    slower peer is not working), the Python the rank runs between operators, which a slower
-    core runs slower too. A gap is named by the operators or calls on either side (``between
-    operators A and B``), in the phase of the one before: the same code, repeated over layers
-    and micro-batches, so a kind's least-disturbed record sees through a stall as it does for
-    operators. A gap seen once in its step is left out: it has no second record to see past a
-    stall (on the development host one 45 ms stall between two operators hid a x5 slower rank
-    of a 4-rank DDP job)."""
-    if any(c.get("kernel") for c in rank.compute):
-        return []
-    out = []
-    for it in [c for c in rank.compute if c["phase"] == "iteration"]:
-        step = it["step"]
-        spans = sorted((c["start_s"], c["end_s"], c.get("phase", "forward"),
-                        c.get("name") or c.get("op", "")) for c in [*rank.compute,
-                       *rank.collectives] if c["step"] == step and c.get("phase") != "iteration")
-        end, phase, name = it["start_s"], "forward", "step start"
-        for s, e, ph, nm in spans:
-            if s > end:
-                hi = min(s, it["end_s"])
-                out.append(_record(step, phase, f"{BETWEEN} {name} and {nm}", end * 1e6,
-                                   (hi - end) * 1e6, 0.0))
-            if e > end:
-                end, phase, name = e, ph, nm
-    seen = Counter((g["step"], g["name"]) for g in out)
-    return [g for g in out if seen[(g["step"], g["name"])] > 1]
-
-
 def _top_level(events: list[dict]) -> list[dict]:
     """Events not inside another event of the list (one thread's call tree roots)."""
     out, end = [], -1.0
@@ -347,6 +309,5 @@ def _kernel_records(kernels: list[dict], cpu: list[dict], events: list[dict],
         t = (ts - t0) * 1e-6
         i = bisect.bisect_right(starts, t) - 1
         if i >= 0 and t <= spans[i][1]:
-            out.append(_record(spans[i][2], spans[i][3], str(k["name"]), k["ts"], k["dur"], t0)
-                       | {"kernel": True})
+            out.append(_record(spans[i][2], spans[i][3], str(k["name"]), k["ts"], k["dur"], t0))
     return out

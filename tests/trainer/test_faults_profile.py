@@ -298,10 +298,12 @@ def test_trainer_profiles_without_trainer_records_calibrate_alike(straggler_run,
     assert not cal_f.compute and {"forward", "backward"} <= set(cal_o.compute)
 
 
+@pytest.mark.xfail(strict=True, reason="the trainer's --inject-slow-rank stretches a compute "
+                   "record with a Python spin between operators, which no profiler operator "
+                   "records: without the trainer's compute ranges the slowed rank's operators "
+                   "are as fast as the others' (a job whose operators are slower is found: "
+                   "tests/netsim/traces/test_generic_kineto.py)")
 def test_trainer_profiles_without_trainer_records_name_the_straggler(straggler_run, tmp_path):
-    """The trainer's --inject-slow-rank spins in Python between operators, which no profiler
-    operator records: the generic reader's gaps between operators (``between_operators``)
-    carry it, as they carry a slower core's Python."""
     from netsim.diagnose.diagnosis import diagnose
     from netsim.traces.detect import read_traces
     from netsim.traces.generic_kineto import Layout
