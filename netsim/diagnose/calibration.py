@@ -675,7 +675,11 @@ HARDWARE_KEYS = {"name": (str, {}), "device": (str, {}), "hosts": (list[str], {}
 # ---------------------------------------------------------------------------------------------
 # End-to-end step of the shared-host fit
 
-ITERATION_FIT_MIN_RUNS = 4  # four unknowns below
+ITERATION_FIT_MIN_RUNS = 4  # three unknowns and one degree of freedom
+ITERATION_FIT_TERMS = ("compute_scale", "cpu_msg_s", "cpu_iter_s", "cpu_bytes_per_s")
+"""Unknowns of the iteration fit, in the order they are freed; at most ``runs - 1`` are: an
+exactly determined fit passes through its runs' noise (one repeat of the four calibration
+layouts of ``experiments/heldout_accuracy``). A term left out keeps its per-record value."""
 
 
 def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: float,
@@ -702,14 +706,14 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
     from a grid (``COMM_WEIGHTS``). Here the quantity the model predicts is fitted directly: on
     a host-bound run (``T_host >= T_crit``) the model says
     ``T x C = a x compute + msgs x cpu_msg_s + ranks x cpu_iter_s + bus bytes / cpu_bytes_per_s``
-    summed over the ranks (``netsim.workload.host``), linear in its four unknowns, solved by
+    summed over the ranks (``netsim.workload.host``), linear in its unknowns, solved by
     non-negative least squares on relative errors, one row per run (``C``: the cores left to
     the run). ``a`` scales every compute fit. Needs at least ``ITERATION_FIT_MIN_RUNS``
     host-bound runs; otherwise ``cal`` comes back unchanged, with the reason in
-    ``host["iteration_fit"]``.
+    ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``runs - 1``
+    are fitted, so that the fit averages over its runs instead of passing through them; the
+    others keep their per-record values (``host["iteration_fit"]["terms"]``: the fitted ones).
     """
-    from scipy.optimize import nnls
-
     from netsim.workload.predict import predict  # predict takes a Calibration: import late
 
     if math.isinf(cal.host_cores):
@@ -733,28 +737,46 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
                        calibration=var).host_s * cores
 
     t = np.array(y)
-    w = 1.0 / t
+    free = min(len(ITERATION_FIT_TERMS), len(cases) - 1)
+    fixed = np.array([1.0, cal.host.get("cpu_msg_s", 0.0), cal.host.get("cpu_iter_s", 0.0),
+                      1.0 / cal.host.get("cpu_bytes_per_s", math.inf)])
     scale_a = 1.0
     for _ in range(3):  # compute time is linear in the scale except roofline-bound fallbacks:
-        rows = []       # re-linearize around the current scale
-        for job, cores in cases:
-            comp = work(job, cores, scale_a, 0.0, 0.0, 0.0)
-            rows.append([comp / scale_a, work(job, cores, scale_a, 1.0, 0.0, 0.0) - comp,
-                         work(job, cores, scale_a, 0.0, 1.0, 0.0) - comp,
-                         work(job, cores, scale_a, 0.0, 0.0, 1.0) - comp])
-        a = np.array(rows)
-        col = np.maximum(np.abs(a * w[:, None]).max(axis=0), 1e-300)
-        coef = nnls(a * w[:, None] / col, t * w)[0] / col
+        a = _iteration_columns(cases, scale_a, work)  # re-linearize around the current scale
+        coef = _nnls_relative(a[:, :free], t - a[:, free:] @ fixed[free:], t)
         if coef[0] <= 0:
             return cal  # no compute term left: the runs say nothing about compute
         converged = abs(coef[0] / scale_a - 1.0) < 1e-9
         scale_a = float(coef[0])
         if converged:
             break
-    out = _host_variant(cal, float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]))
+    coef = np.concatenate([coef, fixed[free:]])
+    out = _host_variant(cal, *map(float, coef))
     pred = np.array([work(job, cores, *map(float, coef)) for job, cores in cases])
     rel = (pred - t) / t
     out.host["compute_scale"] = float(coef[0])
-    out.host["iteration_fit"] = {"runs": len(rows), "rel_rms": float(np.sqrt(np.mean(rel**2))),
+    out.host["iteration_fit"] = {"runs": len(cases), "terms": list(ITERATION_FIT_TERMS[:free]),
+                                 "rel_rms": float(np.sqrt(np.mean(rel**2))),
                                  "max_rel": float(np.max(np.abs(rel)))}
     return out
+
+
+def _iteration_columns(cases, scale_a: float, work) -> np.ndarray:
+    """One row per (job, cores): the host work per unit of each ``ITERATION_FIT_TERMS``
+    unknown (compute: per unit scale, at ``scale_a``)."""
+    rows = []
+    for job, cores in cases:
+        comp = work(job, cores, scale_a, 0.0, 0.0, 0.0)
+        rows.append([comp / scale_a, work(job, cores, scale_a, 1.0, 0.0, 0.0) - comp,
+                     work(job, cores, scale_a, 0.0, 1.0, 0.0) - comp,
+                     work(job, cores, scale_a, 0.0, 0.0, 1.0) - comp])
+    return np.array(rows)
+
+
+def _nnls_relative(a: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Non-negative ``x`` minimising the relative (to ``t``) residuals of ``a x = y``."""
+    from scipy.optimize import nnls
+
+    w = 1.0 / t
+    col = np.maximum(np.abs(a * w[:, None]).max(axis=0), 1e-300)
+    return nnls(a * w[:, None] / col, y * w)[0] / col
