@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from netsim.diagnose.coverage import holdout_error, seen_of
 from netsim.model.hardware import HardwareProfile
 from netsim.model.models import ModelConfig
 from netsim.traces.records import RankTrace, TraceRun
@@ -93,6 +94,15 @@ class Calibration:
     hardware_info: dict[str, Any] = field(default_factory=dict)
     """What the traces ran on (``hardware_of``): ``name``, ``device``, ``hosts``, ``backend``;
     ``netsim predict`` refuses to apply the calibration to other hardware."""
+    seen: dict[str, Any] = field(default_factory=dict)
+    """The layouts and shapes of the runs (``netsim.diagnose.coverage.seen_of``): a
+    prediction outside them warns and widens its interval."""
+
+    def interval(self, job, iteration_s: float) -> dict[str, Any]:
+        """The interval of a prediction of ``job`` (``netsim.diagnose.coverage.interval``)."""
+        from netsim.diagnose.coverage import interval
+
+        return interval(self, job, iteration_s)
 
     def host_cost(self) -> HostCost:
         """CPU cost of collectives and per-step overhead (zero without a host model)."""
@@ -151,7 +161,7 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "sources": self.sources, "world_size": self.world_size,
                 "host_cores": None if math.isinf(self.host_cores) else self.host_cores,
-                "host": self.host, "hardware": self.hardware_info,
+                "host": self.host, "hardware": self.hardware_info, "seen": self.seen,
                 "compute": {k: asdict(v) for k, v in self.compute.items()},
                 "comm": {k: asdict(v) for k, v in self.comm.items()}}
 
@@ -519,6 +529,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
                       host={**fit_host(hpts), "comm_weight": comm_weight,
                             **host_utilization(runs, cores)} if hpts else {})
     cal.hardware_info = hardware_of(runs)
+    cal.seen = seen_of(runs)
     for phase, pts in cpts.items():
         x, t = np.array(pts).T
         cal.compute[phase] = fit_linear(x, t)
@@ -609,7 +620,21 @@ def load_calibration(path: str | Path) -> Calibration:
                                               "world_size", _rule(min=1, max=MAX_WORLD_SIZE)),
                        host_cores=math.inf if cores is None else cores,
                        host=_checked_host(data.get("host") or {}, source),
-                       hardware_info=_checked_hardware(data.get("hardware") or {}, source))
+                       hardware_info=_checked_hardware(data.get("hardware") or {}, source),
+                       seen=_checked_seen(data.get("seen") or {}, source))
+
+
+def _checked_seen(data: Any, source: str) -> dict[str, Any]:
+    """The ``seen`` mapping (``seen_of``): each axis a [smallest, largest] pair of counts."""
+    from inputspec import InputError, check_value
+
+    seen = check_value(data, dict[str, Any], source, "seen")
+    axes = check_value(seen.get("axes", {}), dict[str, list[int]], source, "seen.axes")
+    for axis, rng in axes.items():
+        if len(rng) != 2 or not 1 <= rng[0] <= rng[1]:
+            raise InputError(source, f"seen.axes.{axis}", rng,
+                             "[smallest, largest], positive and in order", [1, 8])
+    return seen
 
 
 def _checked_host(data: Any, source: str) -> dict[str, Any]:
@@ -686,7 +711,8 @@ def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: 
                   s_per_bus_byte: float) -> Calibration:
     """``cal`` with its compute fits ``compute_scale`` times slower and the given host cost."""
     out = Calibration(sources=cal.sources, world_size=cal.world_size, host_cores=cal.host_cores,
-                      comm=cal.comm, host=dict(cal.host), hardware_info=cal.hardware_info)
+                      comm=cal.comm, host=dict(cal.host), hardware_info=cal.hardware_info,
+                      seen=cal.seen)
     for k, f in cal.compute.items():
         out.compute[k] = Fit(f.intercept_s * compute_scale, f.rate / compute_scale, f.points,
                              f.rel_rms, f.max_rel)
@@ -697,7 +723,8 @@ def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: 
     return out
 
 
-def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibration:
+def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
+                           holdout: bool = True) -> Calibration:
     """Refit the shared-host model on the calibration runs' measured iteration times.
 
     The per-record fits (``fit_calibration``) give the relative cost of the phases; their
@@ -713,6 +740,8 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
     ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``runs - 1``
     are fitted, so that the fit averages over its runs instead of passing through them; the
     others keep their per-record values (``host["iteration_fit"]["terms"]``: the fitted ones).
+    ``holdout``: also the fit's out-of-sample error (``netsim.diagnose.coverage.holdout_error``:
+    each layout left out in turn), the basis of every prediction's interval.
     """
     from netsim.workload.predict import predict  # predict takes a Calibration: import late
 
@@ -758,6 +787,9 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
     out.host["iteration_fit"] = {"runs": len(cases), "terms": list(ITERATION_FIT_TERMS[:free]),
                                  "rel_rms": float(np.sqrt(np.mean(rel**2))),
                                  "max_rel": float(np.max(np.abs(rel)))}
+    if holdout:
+        out.host["iteration_fit"].update(holdout_error(
+            cal, runs, lambda base, rs: fit_host_on_iterations(base, rs, holdout=False)))
     return out
 
 

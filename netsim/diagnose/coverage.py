@@ -1,0 +1,128 @@
+"""What a calibration saw, and how far a prediction made with it reaches beyond that.
+
+- ``seen_of``: the layouts and shapes of the calibration runs (``Calibration.seen``): per axis
+  (``AXES``) the smallest and largest value, and the cores the runs had left to them.
+- ``holdout_error``: the calibration's own out-of-sample error: each layout of its runs left
+  out in turn, the iteration fit redone on the others, the left-out runs predicted; the worst
+  relative error (``host["iteration_fit"]["holdout_max_rel"]``).
+- ``extrapolation``: the axes on which a job lies outside what was seen, each with its
+  distance ratio (``max(value / largest, smallest / value)``).
+- ``interval``: ``prediction x (1 -/+ h)``: ``h`` the held-out error (or, without one, the
+  worst in-sample residual of the fits that priced it), multiplied by every extrapolation
+  ratio: no extra parameter, wider the further the job is from the calibration runs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+AXES = ("tp", "pp", "dp", "cp", "ep", "micro_batches", "layers", "seq", "world_size")
+"""Job axes a calibration records the range of (trace meta keys; layers and seq of the
+model)."""
+
+
+def _axes_of(meta: dict[str, Any]) -> dict[str, int]:
+    model = meta.get("model") or {}
+    vals = {k: meta.get(k, 1) for k in ("tp", "pp", "dp", "cp", "ep", "micro_batches",
+                                         "world_size")}
+    vals.update(layers=model.get("layers"), seq=model.get("seq"))
+    return {k: int(v) for k, v in vals.items() if v is not None}
+
+
+def seen_of(runs) -> dict[str, Any]:
+    """``{"axes": {axis: [min, max]}, "available_cores": [min, max] or None, "runs": n}``."""
+    axes: dict[str, list[int]] = {}
+    for run in runs:
+        for k, v in _axes_of(run.meta).items():
+            lo, hi = axes.get(k, [v, v])
+            axes[k] = [min(lo, v), max(hi, v)]
+    cores = [float(r.host["available_cores"]) for r in runs
+             if r.host.get("available_cores") is not None]
+    return {"runs": len(runs), "axes": {k: axes[k] for k in AXES if k in axes},
+            "available_cores": [min(cores), max(cores)] if cores else None}
+
+
+def job_axes(job) -> dict[str, int]:
+    """The ``AXES`` values of a ``JobSpec``."""
+    model = job.model_config()
+    return {"tp": job.tp, "pp": job.pp, "dp": job.dp, "cp": job.cp, "ep": job.ep,
+            "micro_batches": job.micro_batches, "layers": model.layers, "seq": model.seq,
+            "world_size": job.world}
+
+
+def extrapolation(seen: dict[str, Any], job) -> list[dict[str, Any]]:
+    """The axes on which ``job`` lies outside ``seen``: ``{"axis", "value", "seen", "ratio"}``."""
+    out = []
+    for axis, value in job_axes(job).items():
+        rng = (seen.get("axes") or {}).get(axis)
+        if not rng or rng[0] <= value <= rng[1]:
+            continue
+        ratio = max(value / rng[1], rng[0] / value)
+        out.append({"axis": axis, "value": int(value), "seen": list(rng), "ratio": float(ratio)})
+    return out
+
+
+def base_half_width(cal) -> tuple[float, str]:
+    """(relative half-width, its basis) of a prediction on the calibrated layouts."""
+    it = (cal.host or {}).get("iteration_fit")
+    if isinstance(it, dict) and it.get("holdout_max_rel") is not None:
+        return float(it["holdout_max_rel"]), (
+            f"worst error of the calibration's {it['holdout_layouts']} layouts each left out "
+            "of the iteration fit")
+    fits = list(cal.compute.values()) + list(cal.comm.values())
+    worst = max((f.max_rel for f in fits), default=0.0)
+    return float(worst), "worst in-sample residual of the compute and comm fits"
+
+
+def interval(cal, job, iteration_s: float) -> dict[str, Any]:
+    """``{"low_s", "high_s", "half_width", "basis", "extrapolation"}`` of a prediction."""
+    h, basis = base_half_width(cal)
+    ext = extrapolation(getattr(cal, "seen", {}) or {}, job)
+    for e in ext:
+        h *= e["ratio"]
+    if ext:
+        basis += "; widened by " + ", ".join(f"{e['axis']} x{e['ratio']:.3g}" for e in ext)
+    return {"low_s": iteration_s * max(0.0, 1.0 - h), "high_s": iteration_s * (1.0 + h),
+            "half_width": h, "basis": basis, "extrapolation": ext}
+
+
+def extrapolation_warning(ext: list[dict[str, Any]]) -> str | None:
+    """One line naming the axes a prediction extrapolates on, or None."""
+    if not ext:
+        return None
+    parts = [f"{e['axis']} {e['value']} (calibrated {e['seen'][0]}-{e['seen'][1]})"
+             for e in ext]
+    return ("the job lies outside the calibration runs on " + ", ".join(parts)
+            + ": the prediction extrapolates and its interval is widened by the distance")
+
+
+def holdout_error(base, runs, refit) -> dict[str, Any]:
+    """Leave each layout of ``runs`` out of ``refit(base, others)`` and predict it.
+
+    Returns ``{"holdout_max_rel", "holdout_layouts"}`` (the worst relative error of a
+    layout's median iteration time), or ``{}`` with fewer than two layouts."""
+    from netsim.diagnose.calibration import job_from_trace
+    from netsim.workload.predict import predict
+
+    groups: dict[tuple, list] = {}
+    for run in runs:
+        groups.setdefault(tuple(sorted(_axes_of(run.meta).items())), []).append(run)
+    if len(groups) < 2:
+        return {}
+    errs = []
+    for key, left in groups.items():
+        others = [r for k, rs in groups.items() if k != key for r in rs]
+        cal = refit(base, others)
+        cores = float(np.median([min(cal.host_cores, float(r.host.get("available_cores",
+                                                                         cal.host_cores)))
+                                 for r in left]))
+        hw = cal.hardware().replace(host_cores=cores)
+        pred = predict(job_from_trace(left[0]), hardware=hw, calibration=cal).iteration_s
+        measured = float(np.median([np.median(r.iteration_s(skip=1)) for r in left]))
+        errs.append(abs(pred / measured - 1.0))
+    worst = max(errs)
+    return {"holdout_max_rel": float(worst) if math.isfinite(worst) else None,
+            "holdout_layouts": len(groups)}
