@@ -4,7 +4,9 @@
   (``AXES``) the smallest and largest value, and the cores the runs had left to them.
 - ``holdout_error``: the calibration's own out-of-sample error: each layout of its runs left
   out in turn, the iteration fit redone on the others, the left-out runs predicted; the worst
-  relative error (``host["iteration_fit"]["holdout_max_rel"]``).
+  relative error over the product of its extrapolation ratios (a left-out layout at an end of
+  an axis is an extrapolation of the others by that ratio, and ``interval`` widens by the same
+  rule): ``host["iteration_fit"]["holdout_max_rel"]``, with each layout's ``[error, ratio]``.
 - ``extrapolation``: the axes on which a job lies outside what was seen, each with its
   distance ratio (``max(value / largest, smallest / value)``).
 - ``interval``: ``prediction x (1 -/+ h)``: ``h`` the held-out error (or, without one, the
@@ -70,8 +72,8 @@ def base_half_width(cal) -> tuple[float, str]:
     it = (cal.host or {}).get("iteration_fit")
     if isinstance(it, dict) and it.get("holdout_max_rel") is not None:
         return float(it["holdout_max_rel"]), (
-            f"worst error of the calibration's {it['holdout_layouts']} layouts each left out "
-            "of the iteration fit")
+            f"worst error per unit of extrapolation of the calibration's "
+            f"{it['holdout_layouts']} layouts each left out of the iteration fit")
     fits = list(cal.compute.values()) + list(cal.comm.values())
     worst = max((f.max_rel for f in fits), default=0.0)
     return float(worst), "worst in-sample residual of the compute and comm fits"
@@ -102,8 +104,9 @@ def extrapolation_warning(ext: list[dict[str, Any]]) -> str | None:
 def holdout_error(base, runs, refit) -> dict[str, Any]:
     """Leave each layout of ``runs`` out of ``refit(base, others)`` and predict it.
 
-    Returns ``{"holdout_max_rel", "holdout_layouts"}`` (the worst relative error of a
-    layout's median iteration time), or ``{}`` with fewer than two layouts."""
+    Returns ``{"holdout_max_rel", "holdout_layouts", "holdout_errors"}``: the worst relative
+    error of a layout's median iteration time per unit of extrapolation ratio, the layouts,
+    each one's ``[error, ratio]``; ``{}`` with fewer than two layouts."""
     from netsim.diagnose.calibration import job_from_trace
     from netsim.workload.predict import predict
 
@@ -122,7 +125,10 @@ def holdout_error(base, runs, refit) -> dict[str, Any]:
         hw = cal.hardware().replace(host_cores=cores)
         pred = predict(job_from_trace(left[0]), hardware=hw, calibration=cal).iteration_s
         measured = float(np.median([np.median(r.iteration_s(skip=1)) for r in left]))
-        errs.append(abs(pred / measured - 1.0))
-    worst = max(errs)
+        reach = math.prod(e["ratio"] for e in extrapolation(seen_of(others),
+                                                            job_from_trace(left[0])))
+        errs.append((abs(pred / measured - 1.0), reach))
+    worst = max(e / reach for e, reach in errs)
     return {"holdout_max_rel": float(worst) if math.isfinite(worst) else None,
-            "holdout_layouts": len(groups)}
+            "holdout_layouts": len(groups),
+            "holdout_errors": [[float(e), float(reach)] for e, reach in errs]}
