@@ -113,9 +113,21 @@ def run_from_docs(d: Path, docs: list[tuple[Path, dict]]) -> TraceRun:
     check_ranks([f for f, _ in pairs], ranks, str(d))
     # steps are numbered from the job's start (the trainer sets the profiler's step to its own)
     run = TraceRun(path=str(d), ranks=ranks,
-                   summary={"start_step": int(ranks[0].meta.get("start_step", 0))})
+                   summary={"start_step": int(ranks[0].meta.get("start_step", 0))},
+                   host=_host_of_meta(ranks))
     run.notes = _dedupe(notes)
     return run
+
+
+def _host_of_meta(ranks) -> dict[str, float]:
+    """``{"host_cores": C}`` when every rank's ``trainer_meta`` says how many cores its host
+    has (the trainer writes it since issue #27): the shared-host model of ``netsim calibrate``
+    then applies to a profiler-only run as to the native traces; ``{}`` otherwise."""
+    cores = [r.meta.get("host_cores") for r in ranks]
+    if not cores or not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0
+                            for c in cores):
+        return {}
+    return {"host_cores": float(max(cores))}
 
 
 def _load(f: Path) -> dict | None:
