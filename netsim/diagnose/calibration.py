@@ -789,7 +789,8 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
                                  "max_rel": float(np.max(np.abs(rel)))}
     if holdout:
         out.host["iteration_fit"].update(holdout_error(
-            cal, runs, lambda base, rs: fit_host_on_iterations(base, rs, holdout=False)))
+            cal, runs, lambda base, rs: fit_host_on_iterations(base, rs, holdout=False),
+            job_from_trace))
     return out
 
 

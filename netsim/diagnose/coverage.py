@@ -101,13 +101,13 @@ def extrapolation_warning(ext: list[dict[str, Any]]) -> str | None:
             + ": the prediction extrapolates and its interval is widened by the distance")
 
 
-def holdout_error(base, runs, refit) -> dict[str, Any]:
-    """Leave each layout of ``runs`` out of ``refit(base, others)`` and predict it.
+def holdout_error(base, runs, refit, job_of) -> dict[str, Any]:
+    """Leave each layout of ``runs`` out of ``refit(base, others)`` and predict it
+    (``job_of``: the job a run executed, ``netsim.diagnose.calibration.job_from_trace``).
 
     Returns ``{"holdout_max_rel", "holdout_layouts", "holdout_errors"}``: the worst relative
     error of a layout's median iteration time per unit of extrapolation ratio, the layouts,
     each one's ``[error, ratio]``; ``{}`` with fewer than two layouts."""
-    from netsim.diagnose.calibration import job_from_trace
     from netsim.workload.predict import predict
 
     groups: dict[tuple, list] = {}
@@ -123,10 +123,10 @@ def holdout_error(base, runs, refit) -> dict[str, Any]:
                                                                          cal.host_cores)))
                                  for r in left]))
         hw = cal.hardware().replace(host_cores=cores)
-        pred = predict(job_from_trace(left[0]), hardware=hw, calibration=cal).iteration_s
+        pred = predict(job_of(left[0]), hardware=hw, calibration=cal).iteration_s
         measured = float(np.median([np.median(r.iteration_s(skip=1)) for r in left]))
         reach = math.prod(e["ratio"] for e in extrapolation(seen_of(others),
-                                                            job_from_trace(left[0])))
+                                                            job_of(left[0])))
         errs.append((abs(pred / measured - 1.0), reach))
     worst = max(e / reach for e, reach in errs)
     return {"holdout_max_rel": float(worst) if math.isfinite(worst) else None,
