@@ -210,7 +210,7 @@ class Trainer:
             if self.step == start_step + 1:
                 window.start()  # the host record leaves out the warm-up step
             if prof is not None:
-                prof.step()
+                prof.step(window.record() if self.step > start_step + 1 else None)
             if cfg.save_dir and cfg.save_every and self.step % cfg.save_every == 0:
                 self.save(cfg.save_dir)
         if cfg.save_dir and (not cfg.save_every or self.step % cfg.save_every):
