@@ -10,7 +10,8 @@
 - ``extrapolation``: the axes on which a job lies outside what was seen, each with its
   distance ratio (``max(value / largest, smallest / value)``).
 - ``interval``: ``prediction x (1 -/+ h)``: ``h`` the held-out error (or, without one, the
-  worst in-sample residual of the fits that priced it), multiplied by every extrapolation
+  host fit's relative RMS residual over rank-steps, or the worst in-sample residual of the
+  compute and comm fits, whichever is larger), multiplied by every extrapolation
   ratio: no extra parameter, wider the further the job is from the calibration runs.
 """
 
@@ -74,8 +75,11 @@ def base_half_width(cal) -> tuple[float, str]:
         return float(it["holdout_max_rel"]), (
             f"worst error per unit of extrapolation of the calibration's "
             f"{it['holdout_layouts']} layouts each left out of the iteration fit")
+    host_rms = float((cal.host or {}).get("rel_rms", 0.0))
     fits = list(cal.compute.values()) + list(cal.comm.values())
     worst = max((f.max_rel for f in fits), default=0.0)
+    if host_rms > worst:  # no layout to leave out: the host fit's spread over rank-steps
+        return host_rms, "relative RMS residual of the host fit over rank-steps (no layout left out)"
     return float(worst), "worst in-sample residual of the compute and comm fits"
 
 

@@ -117,3 +117,17 @@ def test_predict_cli_warns_when_it_extrapolates(dp_tp_cal, tmp_path, capsys):
     assert json.loads(captured.out)["interval"]["extrapolation"][0]["axis"] == "pp"
     assert main(args + ["--pp", "2"]) == 0
     assert "iteration_s.high" in capsys.readouterr().out
+
+
+def test_without_layouts_to_leave_out_the_host_fit_spread_is_the_basis(dp_tp_cal):
+    """A calibration of one run (``netsim calibrate`` on a profiled run) has no layout to
+    leave out: its interval is the host fit's spread over rank-steps, not the ~1% in-sample
+    residual of compute fits that passed through one shape."""
+    from dataclasses import replace
+
+    from netsim.diagnose.coverage import base_half_width
+
+    one = replace(dp_tp_cal, host={"rel_rms": 0.3, "iteration_fit": {"runs": 1,
+                                                                       "skipped": "needs 4"}})
+    assert base_half_width(one) == (0.3, "relative RMS residual of the host fit over "
+                                         "rank-steps (no layout left out)")
