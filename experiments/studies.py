@@ -108,7 +108,7 @@ STUDIES: tuple[Study, ...] = (
           render="experiments.published.render:values",
           docs=("README.md", "docs/validation.md", EXPERIMENTS_DOC)),
     Study("heldout_accuracy", ("heldout.csv", "calibration.json", "heldout.png"),
-          sweeps=False, out_flag="--results", args=("--repeats", "1"),
+          sweeps=False, out_flag="--results", args=("--repeats", "2"),
           manual="real 8-rank trainer runs timed on a shared host (minutes each; README)",
           render="experiments.heldout_accuracy.render:values",
           docs=("README.md", EXPERIMENTS_DOC)),

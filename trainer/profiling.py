@@ -120,6 +120,7 @@ class Profiler:
                             on_trace_ready=self._export)
         self.prof.step_num = first_step
         self.written = False
+        self.host: str | None = None
 
     def _export(self, prof) -> None:
         prof.export_chrome_trace(str(self.path))
@@ -130,12 +131,18 @@ class Profiler:
 
         if self.prof.profiler is not None and torch.autograd.profiler._is_profiler_enabled:
             self.prof.add_metadata_json("trainer_meta", self.meta)
+            if self.host is not None:
+                self.prof.add_metadata_json("trainer_host", self.host)
 
     def start(self) -> None:
         self.prof.start()
         self._tag()
 
-    def step(self) -> None:
+    def step(self, host: dict[str, Any] | None = None) -> None:
+        """After a trainer step; ``host``: the host record so far (``trainer/hostinfo.py``),
+        kept in the document as ``trainer_host`` (a profiler-only run's load)."""
+        if host is not None:
+            self.host = json.dumps(host)
         self.prof.step()
         self._tag()
 

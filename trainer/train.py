@@ -8,6 +8,7 @@ then data parallelism (buckets and hooks over the stage's parameters).
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -124,7 +125,8 @@ class Trainer:
                           **modern_model(m)},
                 "micro_batches": par.micro_batches, "micro_batch_size": par.micro_batch_size,
                 "global_batch": par.global_batch, "tp_rank": c["tp"], "pp_rank": c["pp"],
-                "dp_rank": c["dp"], "host": self.host, "local_rank": self.local_rank,
+                "dp_rank": c["dp"], "host": self.host, "host_cores": os.cpu_count(),
+                "local_rank": self.local_rank,
                 "world_rank": self.mesh.to_world(self.mesh.rank), "dp_reduce": self.cfg.dp_reduce,
                 "bucket_bytes": self.cfg.bucket_bytes, "seed": self.cfg.seed, "fsdp": self.cfg.fsdp,
                 "parameters": parameter_count(m), "peak_flops": self.peak_flops,
@@ -208,7 +210,7 @@ class Trainer:
             if self.step == start_step + 1:
                 window.start()  # the host record leaves out the warm-up step
             if prof is not None:
-                prof.step()
+                prof.step(window.record() if self.step > start_step + 1 else None)
             if cfg.save_dir and cfg.save_every and self.step % cfg.save_every == 0:
                 self.save(cfg.save_dir)
         if cfg.save_dir and (not cfg.save_every or self.step % cfg.save_every):

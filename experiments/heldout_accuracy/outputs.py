@@ -9,7 +9,8 @@ from pathlib import Path
 from experiments._output import finish_figure, write_csv
 
 COLUMNS = ("config", "role", "repeats", "measured_s", "measured_spread_s", "predicted_s", "error",
-           "predicted_nominal_s", "error_nominal", "available_cores", "other_cores")
+           "predicted_low_s", "predicted_high_s", "inside", "predicted_nominal_s",
+           "error_nominal", "available_cores", "other_cores")
 
 
 def write_outputs(rows: list[dict], calibration: dict, out: Path) -> None:

@@ -13,11 +13,14 @@ from experiments.render import markdown_table
 
 def table(rows: list[dict]) -> str:
     body = [[r["config"], r["role"], f"{float(r['measured_s']):.2f}",
-             f"{float(r['predicted_s']):.2f}", f"{100 * float(r['error']):+.1f}%",
+             f"{float(r['predicted_s']):.2f}",
+             f"{float(r['predicted_low_s']):.2f}-{float(r['predicted_high_s']):.2f}",
+             f"{float(r['measured_spread_s']):.2f}", f"{100 * float(r['error']):+.1f}%",
              f"{100 * float(r['error_nominal']):+.1f}%", f"{float(r['available_cores']):.2f}"]
             for r in rows]
-    return markdown_table(["config", "role", "measured s", "predicted s", "error",
-                           "error, idle-host prediction", "cores left"], body, "llrrrrr")
+    return markdown_table(["config", "role", "measured s", "predicted s", "interval s",
+                           "spread of repeats s", "error", "error, idle-host prediction",
+                           "cores left"], body, "llrrrrrrr")
 
 
 def values(results: Path) -> dict[str, str]:
@@ -33,4 +36,8 @@ def values(results: Path) -> dict[str, str]:
             f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}% (predicting for an idle "
             f"host instead: {100 * np.median(nominal):.1f}% and {100 * nominal.max():.1f}%)"),
         "heldout_accuracy.cores": f"{min(cores):.2f}-{max(cores):.2f}",
+        "heldout_accuracy.interval": (
+            f"{sum(r['inside'] in ('True', 'true', '1') for r in held)} of {len(held)}"),
+        "heldout_accuracy.spread": (
+            f"{100 * max(float(r['measured_spread_s']) / float(r['measured_s']) for r in rows):.0f}%"),
     }

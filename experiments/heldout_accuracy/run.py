@@ -159,6 +159,10 @@ def evaluate(trace_dirs: dict[str, list[Path]], configs=CONFIGS,
                      "repeats": len(reps), "measured_s": measured,
                      "measured_spread_s": float(np.ptp([measured_s(r) for r in reps])),
                      "predicted_s": pred.iteration_s, "error": pred.iteration_s / measured - 1,
+                     "predicted_low_s": pred.interval["low_s"],
+                     "predicted_high_s": pred.interval["high_s"],
+                     "inside": bool(pred.interval["low_s"] <= measured
+                                    <= pred.interval["high_s"]),
                      "predicted_nominal_s": nominal.iteration_s,
                      "error_nominal": nominal.iteration_s / measured - 1,
                      "host_bound_s": pred.host_s, "critical_path_s": pred.pipeline_s,
@@ -173,6 +177,7 @@ def summary(rows: list[dict]) -> dict:
     err = np.abs([r["error"] for r in held])
     nom = np.abs([r["error_nominal"] for r in held])
     return {"held_out": len(held), "median_abs_error": float(np.median(err)),
+            "inside_interval": sum(bool(r["inside"]) for r in held),
             "max_abs_error": float(np.max(err)),
             "median_abs_error_nominal": float(np.median(nom)),
             "max_abs_error_nominal": float(np.max(nom)),
@@ -228,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['available_cores']:5.2f}")
     print(f"held-out ({s['held_out']}): median |error| {s['median_abs_error']:.1%}, worst "
           f"{s['max_abs_error']:.1%} (idle-host prediction: {s['median_abs_error_nominal']:.1%}"
-          f", {s['max_abs_error_nominal']:.1%}); median other load "
+          f", {s['max_abs_error_nominal']:.1%}); {s['inside_interval']} inside their interval;"
+          " median other load "
           f"{s['median_other_cores']:.2f} cores")
     return 0
 

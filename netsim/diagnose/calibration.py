@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from netsim.diagnose.coverage import holdout_error, seen_of
 from netsim.model.hardware import HardwareProfile
 from netsim.model.models import ModelConfig
 from netsim.traces.records import RankTrace, TraceRun
@@ -93,6 +94,15 @@ class Calibration:
     hardware_info: dict[str, Any] = field(default_factory=dict)
     """What the traces ran on (``hardware_of``): ``name``, ``device``, ``hosts``, ``backend``;
     ``netsim predict`` refuses to apply the calibration to other hardware."""
+    seen: dict[str, Any] = field(default_factory=dict)
+    """The layouts and shapes of the runs (``netsim.diagnose.coverage.seen_of``): a
+    prediction outside them warns and widens its interval."""
+
+    def interval(self, job, iteration_s: float) -> dict[str, Any]:
+        """The interval of a prediction of ``job`` (``netsim.diagnose.coverage.interval``)."""
+        from netsim.diagnose.coverage import interval
+
+        return interval(self, job, iteration_s)
 
     def host_cost(self) -> HostCost:
         """CPU cost of collectives and per-step overhead (zero without a host model)."""
@@ -151,7 +161,7 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "sources": self.sources, "world_size": self.world_size,
                 "host_cores": None if math.isinf(self.host_cores) else self.host_cores,
-                "host": self.host, "hardware": self.hardware_info,
+                "host": self.host, "hardware": self.hardware_info, "seen": self.seen,
                 "compute": {k: asdict(v) for k, v in self.compute.items()},
                 "comm": {k: asdict(v) for k, v in self.comm.items()}}
 
@@ -519,6 +529,7 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
                       host={**fit_host(hpts), "comm_weight": comm_weight,
                             **host_utilization(runs, cores)} if hpts else {})
     cal.hardware_info = hardware_of(runs)
+    cal.seen = seen_of(runs)
     for phase, pts in cpts.items():
         x, t = np.array(pts).T
         cal.compute[phase] = fit_linear(x, t)
@@ -609,7 +620,21 @@ def load_calibration(path: str | Path) -> Calibration:
                                               "world_size", _rule(min=1, max=MAX_WORLD_SIZE)),
                        host_cores=math.inf if cores is None else cores,
                        host=_checked_host(data.get("host") or {}, source),
-                       hardware_info=_checked_hardware(data.get("hardware") or {}, source))
+                       hardware_info=_checked_hardware(data.get("hardware") or {}, source),
+                       seen=_checked_seen(data.get("seen") or {}, source))
+
+
+def _checked_seen(data: Any, source: str) -> dict[str, Any]:
+    """The ``seen`` mapping (``seen_of``): each axis a [smallest, largest] pair of counts."""
+    from inputspec import InputError, check_value
+
+    seen = check_value(data, dict[str, Any], source, "seen")
+    axes = check_value(seen.get("axes", {}), dict[str, list[int]], source, "seen.axes")
+    for axis, rng in axes.items():
+        if len(rng) != 2 or not 1 <= rng[0] <= rng[1]:
+            raise InputError(source, f"seen.axes.{axis}", rng,
+                             "[smallest, largest], positive and in order", [1, 8])
+    return seen
 
 
 def _checked_host(data: Any, source: str) -> dict[str, Any]:
@@ -675,14 +700,19 @@ HARDWARE_KEYS = {"name": (str, {}), "device": (str, {}), "hosts": (list[str], {}
 # ---------------------------------------------------------------------------------------------
 # End-to-end step of the shared-host fit
 
-ITERATION_FIT_MIN_RUNS = 4  # four unknowns below
+ITERATION_FIT_MIN_RUNS = 4  # three unknowns and one degree of freedom
+ITERATION_FIT_TERMS = ("compute_scale", "cpu_msg_s", "cpu_iter_s", "cpu_bytes_per_s")
+"""Unknowns of the iteration fit, in the order they are freed; at most ``runs - 1`` are: an
+exactly determined fit passes through its runs' noise (one repeat of the four calibration
+layouts of ``experiments/heldout_accuracy``). A term left out keeps its per-record value."""
 
 
 def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: float,
                   s_per_bus_byte: float) -> Calibration:
     """``cal`` with its compute fits ``compute_scale`` times slower and the given host cost."""
     out = Calibration(sources=cal.sources, world_size=cal.world_size, host_cores=cal.host_cores,
-                      comm=cal.comm, host=dict(cal.host), hardware_info=cal.hardware_info)
+                      comm=cal.comm, host=dict(cal.host), hardware_info=cal.hardware_info,
+                      seen=cal.seen)
     for k, f in cal.compute.items():
         out.compute[k] = Fit(f.intercept_s * compute_scale, f.rate / compute_scale, f.points,
                              f.rel_rms, f.max_rel)
@@ -693,7 +723,8 @@ def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: 
     return out
 
 
-def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibration:
+def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
+                           holdout: bool = True) -> Calibration:
     """Refit the shared-host model on the calibration runs' measured iteration times.
 
     The per-record fits (``fit_calibration``) give the relative cost of the phases; their
@@ -702,14 +733,16 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
     from a grid (``COMM_WEIGHTS``). Here the quantity the model predicts is fitted directly: on
     a host-bound run (``T_host >= T_crit``) the model says
     ``T x C = a x compute + msgs x cpu_msg_s + ranks x cpu_iter_s + bus bytes / cpu_bytes_per_s``
-    summed over the ranks (``netsim.workload.host``), linear in its four unknowns, solved by
+    summed over the ranks (``netsim.workload.host``), linear in its unknowns, solved by
     non-negative least squares on relative errors, one row per run (``C``: the cores left to
     the run). ``a`` scales every compute fit. Needs at least ``ITERATION_FIT_MIN_RUNS``
     host-bound runs; otherwise ``cal`` comes back unchanged, with the reason in
-    ``host["iteration_fit"]``.
+    ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``runs - 1``
+    are fitted, so that the fit averages over its runs instead of passing through them; the
+    others keep their per-record values (``host["iteration_fit"]["terms"]``: the fitted ones).
+    ``holdout``: also the fit's out-of-sample error (``netsim.diagnose.coverage.holdout_error``:
+    each layout left out in turn), the basis of every prediction's interval.
     """
-    from scipy.optimize import nnls
-
     from netsim.workload.predict import predict  # predict takes a Calibration: import late
 
     if math.isinf(cal.host_cores):
@@ -733,28 +766,50 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun]) -> Calibratio
                        calibration=var).host_s * cores
 
     t = np.array(y)
-    w = 1.0 / t
+    free = min(len(ITERATION_FIT_TERMS), len(cases) - 1)
+    fixed = np.array([1.0, cal.host.get("cpu_msg_s", 0.0), cal.host.get("cpu_iter_s", 0.0),
+                      1.0 / cal.host.get("cpu_bytes_per_s", math.inf)])
     scale_a = 1.0
     for _ in range(3):  # compute time is linear in the scale except roofline-bound fallbacks:
-        rows = []       # re-linearize around the current scale
-        for job, cores in cases:
-            comp = work(job, cores, scale_a, 0.0, 0.0, 0.0)
-            rows.append([comp / scale_a, work(job, cores, scale_a, 1.0, 0.0, 0.0) - comp,
-                         work(job, cores, scale_a, 0.0, 1.0, 0.0) - comp,
-                         work(job, cores, scale_a, 0.0, 0.0, 1.0) - comp])
-        a = np.array(rows)
-        col = np.maximum(np.abs(a * w[:, None]).max(axis=0), 1e-300)
-        coef = nnls(a * w[:, None] / col, t * w)[0] / col
+        a = _iteration_columns(cases, scale_a, work)  # re-linearize around the current scale
+        coef = _nnls_relative(a[:, :free], t - a[:, free:] @ fixed[free:], t)
         if coef[0] <= 0:
             return cal  # no compute term left: the runs say nothing about compute
         converged = abs(coef[0] / scale_a - 1.0) < 1e-9
         scale_a = float(coef[0])
         if converged:
             break
-    out = _host_variant(cal, float(coef[0]), float(coef[1]), float(coef[2]), float(coef[3]))
+    coef = np.concatenate([coef, fixed[free:]])
+    out = _host_variant(cal, *map(float, coef))
     pred = np.array([work(job, cores, *map(float, coef)) for job, cores in cases])
     rel = (pred - t) / t
     out.host["compute_scale"] = float(coef[0])
-    out.host["iteration_fit"] = {"runs": len(rows), "rel_rms": float(np.sqrt(np.mean(rel**2))),
+    out.host["iteration_fit"] = {"runs": len(cases), "terms": list(ITERATION_FIT_TERMS[:free]),
+                                 "rel_rms": float(np.sqrt(np.mean(rel**2))),
                                  "max_rel": float(np.max(np.abs(rel)))}
+    if holdout:
+        out.host["iteration_fit"].update(holdout_error(
+            cal, runs, lambda base, rs: fit_host_on_iterations(base, rs, holdout=False),
+            job_from_trace))
     return out
+
+
+def _iteration_columns(cases, scale_a: float, work) -> np.ndarray:
+    """One row per (job, cores): the host work per unit of each ``ITERATION_FIT_TERMS``
+    unknown (compute: per unit scale, at ``scale_a``)."""
+    rows = []
+    for job, cores in cases:
+        comp = work(job, cores, scale_a, 0.0, 0.0, 0.0)
+        rows.append([comp / scale_a, work(job, cores, scale_a, 1.0, 0.0, 0.0) - comp,
+                     work(job, cores, scale_a, 0.0, 1.0, 0.0) - comp,
+                     work(job, cores, scale_a, 0.0, 0.0, 1.0) - comp])
+    return np.array(rows)
+
+
+def _nnls_relative(a: np.ndarray, y: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Non-negative ``x`` minimising the relative (to ``t``) residuals of ``a x = y``."""
+    from scipy.optimize import nnls
+
+    w = 1.0 / t
+    col = np.maximum(np.abs(a * w[:, None]).max(axis=0), 1e-300)
+    return nnls(a * w[:, None] / col, y * w)[0] / col

@@ -34,7 +34,7 @@ from typing import Any
 
 from netsim.traces import chakra
 from netsim.traces.kineto import COMM, STEP, _dedupe, _first_step_ts, _rank_trace
-from netsim.traces.records import RankTrace, TraceRun, check_ranks
+from netsim.traces.records import RankTrace, TraceRun, check_ranks, host_from_records
 
 AXES = ("tp", "cp", "dp", "pp")
 """Megatron-LM's rank order, innermost first (``initialize_model_parallel``: tp-cp-ep-dp-pp,
@@ -168,7 +168,8 @@ def read_generic_docs(d: Path, docs: list[tuple[Path, dict]], layout: Layout | N
     check_ranks([str(f) for f, _ in docs], ranks, str(d))
     notes.append("no model in a profiler trace of a foreign job: collectives are calibrated, "
                  "compute is not (FLOPs unknown) and no what-if is priced")
-    run = TraceRun(path=str(d), ranks=ranks, summary={"start_step": 0})
+    run = TraceRun(path=str(d), ranks=ranks, summary={"start_step": 0},
+                   host=host_from_records(ranks))  # the trainer's trainer_host, if any
     run.notes = _dedupe(notes)
     return run
 

@@ -37,12 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from netsim.traces.records import (
+    HOST_FIELDS,
     MAX_WORLD,
     REQUIRED,
     RankTrace,
     TraceRun,
     check_meta,
     check_ranks,
+    host_from_records,
     read_trace_dir,
 )
 
@@ -113,9 +115,39 @@ def run_from_docs(d: Path, docs: list[tuple[Path, dict]]) -> TraceRun:
     check_ranks([f for f, _ in pairs], ranks, str(d))
     # steps are numbered from the job's start (the trainer sets the profiler's step to its own)
     run = TraceRun(path=str(d), ranks=ranks,
-                   summary={"start_step": int(ranks[0].meta.get("start_step", 0))})
+                   summary={"start_step": int(ranks[0].meta.get("start_step", 0))},
+                   host=host_from_records(ranks) or _host_of_meta(ranks))
     run.notes = _dedupe(notes)
     return run
+
+
+def _host_record(f: Path, doc: dict) -> dict[str, Any] | None:
+    """The trainer's host record so far (``trainer_host``: cores, CPU and wall time, the host's
+    busy cores since the warm-up step), its numbers checked; None when absent."""
+    from inputspec import check_value
+    from inputspec.core import Rule
+
+    rec = doc.get("trainer_host")
+    if rec is None:
+        return None
+    rec = json.loads(rec) if isinstance(rec, str) else rec
+    rec = dict(check_value(rec, dict[str, Any], f"profiler trace {f}", "trainer_host"))
+    for key in HOST_FIELDS:
+        if key in rec:
+            rec[key] = check_value(rec[key], float | None, f"profiler trace {f}",
+                                   f"trainer_host.{key}", Rule(min=0))
+    return rec
+
+
+def _host_of_meta(ranks) -> dict[str, float]:
+    """``{"host_cores": C}`` when every rank's ``trainer_meta`` says how many cores its host
+    has (the trainer writes it since issue #27): the shared-host model of ``netsim calibrate``
+    then applies to a profiler-only run as to the native traces; ``{}`` otherwise."""
+    cores = [r.meta.get("host_cores") for r in ranks]
+    if not cores or not all(isinstance(c, (int, float)) and not isinstance(c, bool) and c > 0
+                            for c in cores):
+        return {}
+    return {"host_cores": float(max(cores))}
 
 
 def _load(f: Path) -> dict | None:
@@ -225,7 +257,7 @@ def _rank_trace(f: Path, doc: dict, t0: float, notes: list[str]) -> RankTrace:
         lo = min(e["ts"] for e in events) if events else 0.0
         hi = max(e["ts"] + e.get("dur", 0) for e in events) if events else 0.0
         steps = [(lo, hi, 0)]
-    rank = RankTrace(meta=meta)
+    rank = RankTrace(meta=meta, host_record=_host_record(f, doc))
 
     def sec(ts: float) -> float:
         return (ts - t0) * 1e-6

@@ -100,6 +100,10 @@ class Prediction:
     (flow-engine comm model only; ``netsim.workload.contention``)."""
     sequence: dict = field(default_factory=dict)
     """The sequence length priced and where it came from: ``{"seq", "source"}``."""
+    interval: dict = field(default_factory=dict)
+    """With a calibration: ``{"low_s", "high_s", "half_width", "basis", "extrapolation"}`` of
+    ``iteration_s`` (``netsim.diagnose.coverage.interval``: the calibration's held-out error,
+    widened by how far the job lies outside its runs)."""
     calibration_gaps: list = field(default_factory=list)
     """With a calibration: the collectives this prediction priced that it has no fit of that
     kind for, each ``{"kind", "op", "scope", "fallback"}`` (``fallback``: the fit of other
@@ -230,6 +234,8 @@ def predict(job: JobSpec, fabric=None, hardware: HardwareProfile | None = None,
     pred.contention = factors
     if isinstance(comm_model, RecordingCommModel):
         pred.calibration_gaps = calibration.coverage_gaps(comm_model.used)
+    if calibration is not None and hasattr(calibration, "interval"):
+        pred.interval = calibration.interval(job, full)
     return pred
 
 

@@ -5,6 +5,7 @@ traces the trainer writes read back as the native ones and calibrate end to end.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections import Counter
 
@@ -125,6 +126,7 @@ def test_calibrate_and_diagnose_from_kineto(straggler_run, tmp_path):
     out = tmp_path / "cal.json"
     assert netsim(["calibrate", str(straggler_run / "kineto"), "-o", str(out), "--json"]) == 0
     cal = json.loads(out.read_text())
+    assert cal["host_cores"] == os.cpu_count() and cal["host"]["cpu_msg_s"] >= 0  # issue #27
     assert {"forward", "backward"} <= set(cal["compute"])
     assert "all_reduce/server/tp" in cal["comm"] and "send/server/pp" in cal["comm"]
     assert netsim(["diagnose", str(straggler_run / "kineto"), "--json", "--plot",

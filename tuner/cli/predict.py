@@ -181,10 +181,12 @@ def _warn_calibration(pred, calibration) -> dict | None:
     transfer to the job (a CPU calibration on more ranks) or came from a shared host; the
     transfer check (None without a calibration)."""
     from netsim.diagnose.calibrated import calibration_transfer, gaps_warning
+    from netsim.diagnose.coverage import extrapolation_warning
 
-    line = gaps_warning(pred.calibration_gaps)
-    if line:
-        print(f"warning: {line}", file=sys.stderr)
+    for line in (gaps_warning(pred.calibration_gaps),
+                 extrapolation_warning(pred.interval.get("extrapolation", []))):
+        if line:
+            print(f"warning: {line}", file=sys.stderr)
     if calibration is None:
         return None
     transfer = calibration_transfer(calibration, pred.gpus)
@@ -348,7 +350,11 @@ def _print_human(pred, fabric, comm: str, hw_name: str) -> None:
     if sc:
         print(f"schedule {sc['schedule']} (v {sc['virtual_stages']}), {sc['micro_batches']} "
               f"micro-batches, layers per stage {_runs(sc['stage_layers'])}")
-    rows = [("iteration_s", pred.iteration_s), ("tokens_per_s", pred.tokens_per_s),
+    rows = [("iteration_s", pred.iteration_s)]
+    if pred.interval:
+        rows += [("iteration_s.low", pred.interval["low_s"]),
+                 ("iteration_s.high", pred.interval["high_s"])]
+    rows += [("tokens_per_s", pred.tokens_per_s),
             ("mfu", pred.mfu), ("hfu", pred.hfu), ("bubble_fraction", pred.bubble_fraction),
             ("compute_s", pred.compute_s), ("optimizer_s", pred.optimizer_s)]
     rows += [(f"exposed_comm_s.{k}", v) for k, v in pred.exposed_comm_s.items()]

@@ -2,12 +2,16 @@
 
 Synthetic traces give the per-record fits; their iteration times are then replaced by what a
 known host model predicts (compute 1.3x slower than the records say, a per-message and a
-per-iteration CPU cost). The model is linear in those unknowns, so the refit must recover
-them and reproduce every iteration time, also of a run it was not fitted on.
+per-iteration CPU cost, the per-byte cost of the per-record fit). The model is linear in
+those unknowns, so the refit must recover them and reproduce every iteration time, also of a
+run it was not fitted on.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pytest
 
 from netsim.diagnose.calibration import (
@@ -39,8 +43,9 @@ def setup(tmp_path):
     runs = [read_trace_dir(write_trace(tmp_path / f"t{tp}{pp}{dp}", tp, pp, dp, mb=2))
             for tp, pp, dp in LAYOUTS]
     base = fit_calibration(runs, host_cores=CORES, comm_weight=0.5)
+    per_byte = 1.0 / base.host.get("cpu_bytes_per_s", math.inf)
     truth = _host_variant(base, TRUTH["compute_scale"], TRUTH["cpu_msg_s"], TRUTH["cpu_iter_s"],
-                          0.0)
+                          per_byte)
     expected = [_with_truth_iterations(r, truth) for r in runs]
     return runs, base, truth, expected
 
@@ -51,6 +56,7 @@ def test_refit_recovers_the_host_model(setup):
     for key, value in TRUTH.items():
         assert cal.host[key] == pytest.approx(value, rel=1e-6), key
     assert cal.host["iteration_fit"]["runs"] == 4 and cal.host["iteration_fit"]["max_rel"] < 1e-6
+    assert cal.host["iteration_fit"]["terms"] == ["compute_scale", "cpu_msg_s", "cpu_iter_s"]
     held = runs[4]  # not fitted on
     got = predict(job_from_trace(held), hardware=cal.hardware(), calibration=cal).iteration_s
     assert got == pytest.approx(expected[4], rel=1e-6)
@@ -67,3 +73,20 @@ def test_gpu_calibration_is_left_alone(setup):
     runs, _base, _truth, _ = setup
     wall = fit_calibration(runs)  # no host model
     assert fit_host_on_iterations(wall, runs) is wall
+
+
+def test_refit_keeps_a_degree_of_freedom(setup):
+    """Four runs fit three unknowns (the per-byte cost keeps its per-record value), so a
+    noisy run is averaged, not passed through; five runs free the fourth."""
+    runs, base, _truth, expected = setup
+    noisy = runs[:4]
+    for rec in noisy[0].ranks[0].iterations:
+        rec["iteration_s"] *= 1.2
+    cal = fit_host_on_iterations(base, noisy)
+    assert cal.host.get("cpu_bytes_per_s") == base.host.get("cpu_bytes_per_s")
+    assert cal.host["iteration_fit"]["max_rel"] > 0.01  # not an exact interpolation
+    got = [predict(job_from_trace(r), hardware=cal.hardware(), calibration=cal).iteration_s
+           for r in noisy[1:]]
+    assert np.max(np.abs(np.array(got) / expected[1:4] - 1)) < 0.2
+    five = fit_host_on_iterations(base, runs)
+    assert len(five.host["iteration_fit"]["terms"]) == 4
