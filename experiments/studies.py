@@ -75,7 +75,7 @@ class Study:
     entry: str = "run"
     #: the flag of that module that names the output folder
     out_flag: str = "-o"
-    #: arguments of every run (before the CI-size ones)
+    #: arguments of the default run (the CI-size run takes ``ci_args`` instead)
     args: tuple[str, ...] = ()
 
     @property
@@ -110,9 +110,8 @@ class Study:
 
     def argv(self, out: Path, ci: bool = False, workers: int | None = None) -> list[str]:
         """The command line of ``run.py`` into ``out`` (at the CI size when ``ci``)."""
-        argv = [self.out_flag, str(out), *self.args]
-        if ci and self.ci_args:
-            argv += list(self.ci_args)
+        small = ci and self.ci_args is not None
+        argv = [self.out_flag, str(out), *(self.ci_args if small else self.args)]
         if workers is not None and self.sweeps:
             argv += ["--workers", str(workers)]
         return argv

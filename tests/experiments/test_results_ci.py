@@ -136,3 +136,16 @@ def test_sweep_results_are_read_in_the_spec_order_not_the_finishing_order() -> N
                        "grid": {"seed": [1, 2, 3], "cc": ["dcqcn", "swift"]}})
     finished = [sweeps.PointResult(p, p, "ok", None, {}, 0.0) for p in reversed(spec.points)]
     assert [r.point for r in in_spec_order(spec, finished)] == spec.points
+
+
+@pytest.mark.slow
+def test_a_moved_committed_value_fails_the_ci_comparison(tmp_path) -> None:
+    """The committed CI-size results are what the comparison holds a rerun to: one cell of
+    them moved, the rerun of an unchanged study fails on exactly that cell."""
+    study = studies.get("published")  # deterministic, closed-form rows: a short rerun
+    root = tmp_path / "tree"
+    shutil.copytree(study.ci_dir(SRC), study.ci_dir(root))
+    name = study.csvs[0]
+    _moved_copy(study.ci_dir(SRC) / name, study.ci_dir(root) / name, "predicted", 1.001)
+    diffs = results.check(study, tmp_path / "rerun", workers=0, root=root)
+    assert len(diffs) == 1 and f"{name} line 2 column predicted" in diffs[0], diffs
