@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -56,6 +57,18 @@ def test_every_committed_result_is_written_by_make_results() -> None:
              and "notebooks" not in p.parts}
     assert sorted(str(p.relative_to(SRC)) for p in found - known) == [], (
         "add them to a study's outputs or extras in experiments/studies.py")
+
+
+@pytest.mark.parametrize("study", STUDIES, ids=IDS)
+def test_every_study_readme_has_claim_method_result_and_limits(study) -> None:
+    """Issue 29 item 2; either name of a part will do (Setup / Method, Limits / What it does
+    not show), as a heading or a bold lead."""
+    text = (study.folder(SRC) / "README.md").read_text().lower()
+    parts = [("claim",), ("method", "setup"), ("result",), ("limits", "what it does not show")]
+    lead = re.compile(r"^(?:#+ |\*\*)(.+)$", re.M)
+    heads = [m.group(1) for m in lead.finditer(text)]
+    missing = [p[0] for p in parts if not any(h.startswith(p) for h in heads)]
+    assert not missing, f"{study.name}/README.md lacks {missing}"
 
 
 def test_studies_timed_on_the_host_say_what_their_comparison_keeps() -> None:
