@@ -169,7 +169,7 @@ STUDIES: tuple[Study, ...] = (
                    "over_time.py run on commit 720fb77 (topo before best fit), the README's "
                    "comparison; git archive 720fb77 and PYTHONPATH on it redo it (README)"},
           render="experiments.placement.render:values"),
-    Study("settings_check", ("compare.csv", "compare.md"),
+    Study("settings_check", ("compare.csv", "compare.md", "compare.png"),
           render="experiments.settings_check.render:values",
           docs=("README.md", "docs/recommend.md")),
     Study("published", ("published.csv", "published.png"), sweeps=False,
@@ -186,12 +186,12 @@ STUDIES: tuple[Study, ...] = (
     Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,
           ci_args=("--tiny",),
           render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),
-    Study("dcqcn_fairness", ("seeds.csv", "pair.csv"), ci_args=("--seeds", "2"),
+    Study("dcqcn_fairness", ("seeds.csv", "pair.csv", "fairness.png"), ci_args=("--seeds", "2"),
           render="experiments.dcqcn_fairness.run:values",
           docs=("README.md", "docs/validation.md")),
     # results.csv: seeds 1-2 of --full; the extras are the README's other runs (held-out seeds,
     # reruns, seeds on an idle host, four co-tenants), the Kineto calibration and two_rank.py
-    Study("diagnose", ("results.csv",), results_subdir="", args=("--full", "--seeds", "1,2"),
+    Study("diagnose", ("results.csv", "diagnosis.png"), results_subdir="", args=("--full", "--seeds", "1,2"),
           ci_args=("--tiny",),
           timing="8-rank trainer runs timed on this host (all of them: hours): the named ranks "
                  "and links and whether they are right are compared (at CI's size, dp8 clean "

@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    from experiments.diagnose.figure import figure
+
+    figure(out / "results.csv", out / "diagnosis.png")
     ok = sum(r["correct"] for r in rows)
     if args.markdown:
         print(markdown(rows))

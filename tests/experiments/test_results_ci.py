@@ -71,6 +71,13 @@ def test_every_study_readme_has_claim_method_result_and_limits(study) -> None:
     assert not missing, f"{study.name}/README.md lacks {missing}"
 
 
+@pytest.mark.parametrize("study", STUDIES, ids=IDS)
+def test_every_study_has_a_figure_and_a_notebook(study) -> None:
+    """Issue 29 item 3: README (above), CSV, figure and notebook for every study."""
+    assert study.csvs and any(o.endswith(".png") for o in study.outputs), study.outputs
+    assert (SRC / "experiments" / "notebooks" / f"{study.name}.ipynb").exists()
+
+
 def test_studies_timed_on_the_host_say_what_their_comparison_keeps() -> None:
     timed = {s.name: s for s in STUDIES if s.timing}
     assert {"diagnose", "heldout_accuracy"} <= set(timed)
