@@ -57,19 +57,21 @@ def render_study(study: registry.Study, root: Path = registry.ROOT) -> list[Path
     return [p for p in study.doc_paths(root) if render_file(p, values, prefix=f"{study.name}.")]
 
 
-def run_extra(study: registry.Study, extra: registry.Extra, fresh: bool) -> None:
-    """One extra command of ``study`` into its work folder; its files copied into the study's."""
+def run_extra(study: registry.Study, extra: registry.Extra, fresh: bool,
+              root: Path = registry.ROOT) -> None:
+    """One extra command of ``study`` into its work folder; its files copied into the study's
+    folder under ``root``."""
     out = WORK / "results" / study.name / extra.name
     if fresh and out.exists():
         shutil.rmtree(out)
-    print(f"== {study.name} ({extra.name}) -> {study.folder()}", file=sys.stderr)
+    print(f"== {study.name} ({extra.name}) -> {study.folder(root)}", file=sys.stderr)
     module = f"experiments.{study.name}.{extra.entry}"
     rc = importlib.import_module(module).main([extra.out_flag, str(out), *extra.args])
     if rc:
         raise RuntimeError(f"{module} {' '.join(extra.args)} exited {rc}")
     for made, dest in extra.outputs:
-        (study.folder() / dest).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / made, study.folder() / dest)
+        (study.folder(root) / dest).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / made, study.folder(root) / dest)
 
 
 def regenerate(study: registry.Study, ci: bool, fresh: bool, workers: int | None) -> None:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import csv
 import re
 import shutil
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -76,6 +78,27 @@ def test_every_study_has_a_figure_and_a_notebook(study) -> None:
     """Issue 29 item 3: README (above), CSV, figure and notebook for every study."""
     assert study.csvs and any(o.endswith(".png") for o in study.outputs), study.outputs
     assert (SRC / "experiments" / "notebooks" / f"{study.name}.ipynb").exists()
+
+
+def test_an_extra_command_runs_with_its_arguments_and_its_files_are_committed(
+        tmp_path, monkeypatch) -> None:
+    seen = []
+
+    def main(argv):  # an extra's module: writes one file into the folder it is given
+        seen.append(argv)
+        Path(argv[1]).mkdir(parents=True, exist_ok=True)
+        (Path(argv[1]) / "made.csv").write_text("a\n1\n")
+        return 0
+
+    monkeypatch.setitem(sys.modules, "experiments.retransmit.fake_extra",
+                        types.SimpleNamespace(main=main))
+    monkeypatch.setattr(results, "WORK", tmp_path / "out")
+    extra = studies.Extra("more", "fake_extra", ("--seeds", "3"), (("made.csv", "sub/kept.csv"),))
+    results.run_extra(studies.get("retransmit"), extra, fresh=True, root=tmp_path / "tree")
+    work = tmp_path / "out" / "results" / "retransmit" / "more"
+    assert seen == [["-o", str(work), "--seeds", "3"]]
+    assert (tmp_path / "tree" / "experiments" / "retransmit" / "sub" / "kept.csv").read_text() == (
+        "a\n1\n")
 
 
 def test_studies_timed_on_the_host_say_what_their_comparison_keeps() -> None:
