@@ -28,9 +28,10 @@ run: setup
 # run.py on the sweep runner (resumable: run again after an interruption), and the numbers of
 # the study READMEs and docs/experiments.md re-rendered from them (experiments/studies.py is
 # the registry). FRESH=1 empties the work folders under out/ first (after a code change);
-# STUDY=NAME runs one study.
+# STUDY=NAME runs one study; NO_EXTRAS=1 skips the studies' extra commands (diagnose's other
+# seeds, placement's --full subset and over-time replays: hours).
 results: setup-dev
-	PYTHONPATH=$(CURDIR) $(BIN)/python -m experiments.results $(if $(FRESH),--fresh) $(if $(STUDY),--study $(STUDY))
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m experiments.results $(if $(FRESH),--fresh) $(if $(STUDY),--study $(STUDY)) $(if $(NO_EXTRAS),--no-extras)
 
 # Rerun every study at its CI size and compare with the committed CI-size CSVs (exit 1 on a change).
 results-check: setup-dev

@@ -78,6 +78,24 @@ def render_file(path: Path, values: Mapping[str, str], prefix: str = "",
     return new != old
 
 
+#: a number that reads as a result: a decimal, a percent or a factor (``1.63``, ``12%``,
+#: ``2.5x``); plain integers (seeds, sizes, counts of a setup) are not flagged
+MEASURED = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:%|x\b)|(?<![\w.])\d+\.\d+(?![\w.])")
+_MASKED = (re.compile(r"<!-- ([\w.-]+):(?:begin|start) -->.*?<!-- \1:end -->", re.S),
+           re.compile(r"<!-- ([\w.-]+) -->.*?<!-- /\1 -->", re.S),
+           re.compile(r"```.*?```", re.S), re.compile(r"`[^`]+`"),
+           re.compile(r"^    .*$", re.M), re.compile(r"!?\[[^\]]*\]\([^)]*\)"))
+
+
+def typed_numbers(text: str) -> list[tuple[int, str]]:
+    """``(offset, number)`` of every result-like number of ``text`` (:data:`MEASURED`) that no
+    marker renders, outside code and links: the numbers someone typed."""
+    masked = text
+    for pattern in _MASKED:
+        masked = pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), masked)
+    return [(m.start(), m.group()) for m in MEASURED.finditer(masked)]
+
+
 def markdown_table(header: list[str], rows: list[list[str]], align: str = "") -> str:
     """A markdown table; ``align`` one character per column (``l`` or ``r``, default ``l``)."""
     align = align or "l" * len(header)

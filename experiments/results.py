@@ -1,15 +1,17 @@
 """Regenerate every study's committed results and the numbers rendered from them.
 
-    python -m experiments.results [--study NAME ...] [--ci | --no-ci] [--fresh] [--workers N]
+    python -m experiments.results [--study NAME ...] [--no-ci] [--no-extras] [--fresh] [--workers N]
     python -m experiments.results --render        # only re-render the docs from results/
     python -m experiments.results --check         # rerun at CI size, compare (exit 1 on a change)
 
-``make results`` runs it. Each study (but the ``manual`` ones, which run only when named) runs through its ``run.py`` into a work folder
-(``out/results/NAME``; ``out/results-ci/NAME`` at the CI size): the sweep studies resume there
-when interrupted (run the same command again); ``--fresh`` empties it first, which is what a
-code change needs. The files the study commits are then copied into
-``experiments/NAME/results/`` (``results/ci/`` for the CI size) and its documents re-rendered.
-The registry is :mod:`experiments.studies`.
+``make results`` runs it. Each study runs through its ``run.py`` into a work folder
+(``out/results/NAME``; ``out/results-ci/NAME`` at the CI size), and each of its extra commands
+into one of its own (``out/results/NAME/EXTRA``): the sweep studies resume there when
+interrupted (run the same command again); ``--fresh`` empties it first, which is what a code
+change needs. The files the study commits are then copied into ``experiments/NAME/results/``
+(``results/ci/`` for the CI size) and its documents re-rendered. The studies timed on this host
+(diagnose, heldout_accuracy) take hours; ``--no-extras`` skips the extra commands. The registry
+is :mod:`experiments.studies`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,23 @@ def render_study(study: registry.Study, root: Path = registry.ROOT) -> list[Path
     return [p for p in study.doc_paths(root) if render_file(p, values, prefix=f"{study.name}.")]
 
 
+def run_extra(study: registry.Study, extra: registry.Extra, fresh: bool,
+              root: Path = registry.ROOT) -> None:
+    """One extra command of ``study`` into its work folder; its files copied into the study's
+    folder under ``root``."""
+    out = WORK / "results" / study.name / extra.name
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    print(f"== {study.name} ({extra.name}) -> {study.folder(root)}", file=sys.stderr)
+    module = f"experiments.{study.name}.{extra.entry}"
+    rc = importlib.import_module(module).main([extra.out_flag, str(out), *extra.args])
+    if rc:
+        raise RuntimeError(f"{module} {' '.join(extra.args)} exited {rc}")
+    for made, dest in extra.outputs:
+        (study.folder(root) / dest).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / made, study.folder(root) / dest)
+
+
 def regenerate(study: registry.Study, ci: bool, fresh: bool, workers: int | None) -> None:
     """One study at the default size, and at the CI size when that differs and ``ci``."""
     runs = [(False, WORK / "results" / study.name, study.results_dir(), study.outputs)]
@@ -80,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--study", action="append", default=[], metavar="NAME",
                    help="only this study (repeatable; default: every registered one)")
     p.add_argument("--no-ci", action="store_true", help="skip the CI-size runs")
+    p.add_argument("--no-extras", action="store_true",
+                   help="skip the studies' extra commands (experiments/studies.py)")
     p.add_argument("--fresh", action="store_true", help="empty each work folder first")
     p.add_argument("--workers", type=int, default=None,
                    help="local Dask workers of the sweep studies (0 = in this process)")
@@ -92,12 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"experiments.results: {e}", file=sys.stderr)
         return 2
-    rerun = named or [s for s in registry.STUDIES if not s.manual]
+    chosen = named or list(registry.STUDIES)
     if args.check:
-        return _check_all(rerun, args.workers)
-    for study in named or registry.STUDIES:
-        if not args.render and study in rerun:
+        return _check_all(chosen, args.workers)
+    for study in chosen:
+        if not args.render:
             regenerate(study, not args.no_ci, args.fresh, args.workers)
+            for extra in () if args.no_extras else study.extras:
+                run_extra(study, extra, args.fresh)
         for path in render_study(study):
             print(f"rendered {path.relative_to(registry.ROOT)}", file=sys.stderr)
     return 0

@@ -6,7 +6,14 @@ on the sweep runner, ``--workers``); ``outputs`` are the files of a run that are
 committed in ``results/ci/`` (``ci_args=None``: the default run is the CI size and
 ``results/`` is compared). ``render`` (``module:function``, ``function(results_dir) ->
 {marker: text}``) fills the marked numbers of ``docs`` from those results
-(:mod:`experiments.render`).
+(:mod:`experiments.render`). ``extras`` are the study's other commands whose files are committed
+too (more seeds, a co-tenant load, a bigger fabric), so that ``make results`` regenerates every
+committed CSV (``tests/experiments/test_results_ci.py`` checks that none is left out).
+
+A study timed on the host (``timing``: real trainer runs) cannot reproduce its measurements;
+its comparison keeps only the columns that do not come from a clock (``ignore`` lists the
+others) and runs in the study tier, since even those (which rank is named) rest on
+measurements.
 
 To add a study: append a :class:`Study` to ``STUDIES``; ``python -m experiments.results
 --study NAME`` then writes its results, and ``tests/experiments/test_results_ci.py`` picks it up.
@@ -20,6 +27,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS_DOC = "docs/experiments.md"
+
+
+@dataclasses.dataclass(frozen=True)
+class Extra:
+    """Another command of a study whose files are committed beside its main results."""
+
+    #: its work folder under the study's (``out/results/STUDY/NAME``)
+    name: str
+    #: the module under the study's package that writes the files
+    entry: str
+    args: tuple[str, ...]
+    #: ``(file the command writes, where it is committed relative to the study's folder)``
+    outputs: tuple[tuple[str, str], ...]
+    out_flag: str = "-o"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,14 +62,20 @@ class Study:
     sweeps: bool = True
     #: where the results sit under the study's folder ("" = the folder itself)
     results_subdir: str = "results"
-    #: why neither ``make results`` nor CI reruns the study ("" = they do); it then runs only
-    #: when named (``make results STUDY=NAME``) and CI checks only its rendered numbers
-    manual: str = ""
+    #: how the comparison of a study timed on this host works ("" = deterministic: every
+    #: column but ``ignore`` compared exactly); such a study's CI rerun is in the study tier
+    timing: str = ""
+    extras: tuple[Extra, ...] = ()
+    #: committed files (relative to the study's folder) that no command of this tree
+    #: regenerates, each with why (a run of an older commit kept for comparison)
+    records: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    #: committed data files that are inputs of the study, not results (a paper's figures)
+    inputs: tuple[str, ...] = ()
     #: the module under the study's package that writes the results (``run`` by default)
     entry: str = "run"
     #: the flag of that module that names the output folder
     out_flag: str = "-o"
-    #: arguments of every run (before the CI-size ones)
+    #: arguments of the default run (the CI-size run takes ``ci_args`` instead)
     args: tuple[str, ...] = ()
 
     @property
@@ -73,15 +100,44 @@ class Study:
     def doc_paths(self, root: Path = ROOT) -> list[Path]:
         return [root / d if d.startswith("docs/") else self.folder(root) / d for d in self.docs]
 
+    def committed(self) -> set[str]:
+        """Every file ``make results`` writes, relative to the study's folder."""
+        sub = f"{self.results_subdir}/" if self.results_subdir else ""
+        files = {sub + o for o in self.outputs}
+        if self.ci_args is not None:
+            files |= {f"{sub}ci/{c}" for c in self.csvs}
+        return files | {dest for e in self.extras for _, dest in e.outputs}
+
     def argv(self, out: Path, ci: bool = False, workers: int | None = None) -> list[str]:
         """The command line of ``run.py`` into ``out`` (at the CI size when ``ci``)."""
-        argv = [self.out_flag, str(out), *self.args]
-        if ci and self.ci_args:
-            argv += list(self.ci_args)
+        small = ci and self.ci_args is not None
+        argv = [self.out_flag, str(out), *(self.ci_args if small else self.args)]
         if workers is not None and self.sweeps:
             argv += ["--workers", str(workers)]
         return argv
 
+
+def _diagnose_seeds(name: str, seeds: str, *more: str) -> Extra:
+    """A ``--full`` run of the diagnose study on ``seeds``, committed as ``NAME.csv``."""
+    return Extra(name, "run", ("--full", "--seeds", seeds, *more),
+                 (("results.csv", f"{name}.csv"),))
+
+
+DIAGNOSE_SEEDS = (
+    _diagnose_seeds("results-seeds-3-4", "3,4"),
+    _diagnose_seeds("results-seeds-5-6", "5,6"),
+    _diagnose_seeds("results-rerun-seeds-3-4", "3,4"),
+    _diagnose_seeds("results-rerun-seeds-5-6", "5,6"),
+    _diagnose_seeds("results-seeds-7-8", "7,8"),
+    _diagnose_seeds("results-idle-seeds-10-15", "10,11,12,13,14,15"),
+    _diagnose_seeds("results-idle-seeds-16-21", "16,17,18,19,20,21"),
+    _diagnose_seeds("results-background4-seeds-10-12", "10,11,12", "--background", "4"),
+)
+#: heldout.csv's columns that are measured or predicted times (or the load behind them)
+HELDOUT_TIMES = ("measured_s", "measured_spread_s", "predicted_s", "error", "predicted_low_s",
+                 "predicted_high_s", "inside",
+                 "predicted_nominal_s", "error_nominal", "host_bound_s", "critical_path_s",
+                 "available_cores", "other_cores")
 
 STUDIES: tuple[Study, ...] = (
     Study("retransmit",
@@ -99,29 +155,54 @@ STUDIES: tuple[Study, ...] = (
            "megascale_tables_flow.csv", "megascale_table3_steps.csv", "mfu_overlaps.png",
            "mfu_network.png", "mfu_ablation.png", "megascale_tables.png",
            "megascale_tables_flow.png"),
-          ci_args=("--tiny",), render="experiments.scale_mfu.render:values"),
+          ci_args=("--tiny",), inputs=("megascale_published.csv",),
+          render="experiments.scale_mfu.render:values"),
     Study("placement", ("placement.csv", "replay.csv", "placement.png"), ci_args=("--tiny",),
+          extras=(Extra("over_time", "over_time", (),
+                        (("over_time.csv", "results/over_time.csv"),
+                         ("over_time.png", "results/over_time.png"))),
+                  # the README's --full subset in one command (it ran as four, merged)
+                  Extra("full", "run", ("--full", "--sizes", "512,2048,6144,12288",
+                                        "--replay-jobs", "30"),
+                        (("placement.csv", "results/full/placement.csv"),
+                         ("replay.csv", "results/full/replay.csv")))),
+          records={"results/over_time_before.csv":
+                   "over_time.py run on commit 720fb77 (topo before best fit), the README's "
+                   "comparison; git archive 720fb77 and PYTHONPATH on it redo it (README)"},
           render="experiments.placement.render:values"),
-    Study("settings_check", ("compare.csv", "compare.md"),
-          render="experiments.settings_check.render:values", docs=("docs/recommend.md",)),
+    Study("settings_check", ("compare.csv", "compare.md", "compare.png"),
+          render="experiments.settings_check.render:values",
+          docs=("README.md", "docs/recommend.md")),
     Study("published", ("published.csv", "published.png"), sweeps=False,
           render="experiments.published.render:values",
           docs=("README.md", "docs/validation.md", EXPERIMENTS_DOC)),
     Study("heldout_accuracy", ("heldout.csv", "calibration.json", "heldout.png"),
           sweeps=False, out_flag="--results", args=("--repeats", "2"),
-          manual="real 8-rank trainer runs timed on a shared host (minutes each; README)",
+          timing="10 eight-rank trainer runs timed on this host: every "
+                 "figure is a measured or predicted time, so only which configuration ran in "
+                 "which role, how often, is compared",
+          ignore=HELDOUT_TIMES,
           render="experiments.heldout_accuracy.render:values",
           docs=("README.md", EXPERIMENTS_DOC)),
     Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,
-          manual="three netsim recommend runs with their CC search (packet engine, paired "
-                 "seeds): not timed on this host, so not yet in CI",
+          ci_args=("--tiny",),
           render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),
-    Study("dcqcn_fairness", ("seeds.csv", "pair.csv"), ci_args=("--seeds", "2"),
-          render="experiments.dcqcn_fairness.run:values", docs=("docs/validation.md",)),
-    # results.csv: seeds 1-2 of --full; kineto_heldout.json (rendered) is the printout of
-    # python -m experiments.diagnose.kineto_heldout --json, kept beside it
-    Study("diagnose", ("results.csv",), results_subdir="", args=("--full", "--seeds", "1,2"),
-          manual="real multi-process trainer runs timed on a shared host (hours; README)",
+    Study("dcqcn_fairness", ("seeds.csv", "pair.csv", "fairness.png"), ci_args=("--seeds", "2"),
+          render="experiments.dcqcn_fairness.run:values",
+          docs=("README.md", "docs/validation.md")),
+    # results.csv: seeds 1-2 of --full; the extras are the README's other runs (held-out seeds,
+    # reruns, seeds on an idle host, four co-tenants), the Kineto calibration and two_rank.py
+    Study("diagnose", ("results.csv", "diagnosis.png"), results_subdir="", args=("--full", "--seeds", "1,2"),
+          ci_args=("--tiny",),
+          timing="8-rank trainer runs timed on this host (all of them: hours): the named ranks "
+                 "and links and whether they are right are compared (at CI's size, dp8 clean "
+                 "and x1.5, they are named reliably); slowdowns and loads are measurements",
+          ignore=("slowdowns", "link_slowdowns", "load_1m", "other_cores"),
+          extras=(*DIAGNOSE_SEEDS,
+                  Extra("kineto", "kineto_heldout", ("--repeats", "1"),
+                        (("kineto_heldout.json", "kineto_heldout.json"),), out_flag="--results"),
+                  Extra("two_rank", "two_rank", ("--seeds", "1-8"),
+                        (("two_rank.csv", "two_rank/two_rank.csv"),))),
           render="experiments.diagnose.render:values", docs=("README.md", EXPERIMENTS_DOC)),
 )
 

@@ -1,11 +1,12 @@
-"""Held-out check of recommend's CC advice: ``python -m experiments.cc_heldout.run [--full] -o DIR``.
+"""Held-out check of recommend's CC advice: ``python -m experiments.cc_heldout.run [--full | --tiny] -o DIR``.
 
 Runs ``netsim recommend`` (the CLI, as an operator does) on three fabrics and keeps, from its
 JSON, every CC setting the search took to all seeds: its in-sample effect per scenario and, for
 the in-sample best, its held-out effect, with 90% intervals. Writes ``DIR/cc_heldout.csv`` (a row
 per setting x scenario), ``DIR/table.md`` (the table docs/recommend.md shows) and
 ``DIR/cc_heldout.png``. Small (default): the three fabrics at recommend's defaults; ``--full``:
-10 paired seeds per scenario instead of 5 (``--cc-samples``). Each fabric is a point of the sweep
+10 paired seeds per scenario instead of 5 (``--cc-samples``); ``--tiny`` (CI's size): the
+200G leaf-spine alone. Each fabric is a point of the sweep
 runner (``DIR/sweep/results.jsonl``): an interrupted run resumes with the fabrics not yet done;
 ``--workers`` goes to recommend, which runs its own search on Dask. See README.md beside this
 file.
@@ -174,9 +175,12 @@ def main(argv=None) -> int:
     from experiments._sweeps import study_parser
 
     p = study_parser(__doc__, "10 paired seeds per scenario instead of 5")
+    p.add_argument("--tiny", action="store_true", help="CI's size: the 200G leaf-spine alone")
     args = p.parse_args(argv)
+    if args.tiny and args.full:
+        p.error("--tiny and --full exclude each other")
     extra = [] if args.workers is None else ["--workers", str(args.workers)]
-    run(args.out, args.full, extra=extra)
+    run(args.out, args.full, CASES[2:] if args.tiny else CASES, extra=extra)
     print((args.out / "table.md").read_text())
     return 0
 

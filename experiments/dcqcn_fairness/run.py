@@ -132,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     rows, pair = run_seeds(args.out, args.seeds, args.workers, args.scheduler)
     write_csv(args.out / "seeds.csv", rows)
     write_csv(args.out / "pair.csv", pair)
-    print(f"{args.seeds} seeds in {time.time() - t0:.0f} s; wrote {args.out}/seeds.csv, pair.csv")
+    from experiments.dcqcn_fairness.figure import figure
+
+    figure(args.out, args.out / "fairness.png")
+    print(f"{args.seeds} seeds in {time.time() - t0:.0f} s; wrote {args.out}/seeds.csv, pair.csv, "
+          "fairness.png")
     if args.doc:
         write_doc(args.doc, render(_read(args.out / "seeds.csv"), _read(args.out / "pair.csv")))
     return 0

@@ -1,6 +1,7 @@
 """Held-out accuracy calibrated from torch.profiler traces vs from the native traces.
 
     python -m experiments.diagnose.kineto_heldout [-o DIR] [--reuse] [--repeats N] [--json]
+                                                  [--results DIR]
 
 Every configuration of ``experiments.heldout_accuracy`` runs once per repeat with both
 ``--trace-dir`` and ``--profile`` (schedule 0,1,3: the profiler records steps 1-3, the steps the
@@ -79,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse", action="store_true")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--results", type=Path, default=None, metavar="DIR",
+                    help="also write the --json printout to DIR/kineto_heldout.json")
     args = ap.parse_args(argv)
     dirs = collect(Path(args.out), args.repeats, args.reuse)
     formats = ("native", "native-no-cpu", "kineto")
@@ -87,8 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     for fmt in formats:
         err = np.abs([r["error"] for r in rows if r["format"] == fmt and r["role"] == "held-out"])
         summary[fmt] = {"median_abs_error": float(np.median(err)), "max_abs_error": float(err.max())}
+    text = json.dumps({"rows": rows, "summary": summary}, indent=2)
+    if args.results:
+        args.results.mkdir(parents=True, exist_ok=True)
+        (args.results / "kineto_heldout.json").write_text(text + "\n")
     if args.json:
-        print(json.dumps({"rows": rows, "summary": summary}, indent=2))
+        print(text)
         return 0
     for r in rows:
         print(f"{r['format']:13s} {r['config']:18s} {r['role']:9s} {r['measured_s']:8.3f} "

@@ -42,6 +42,10 @@ def scores(folder: Path) -> dict[str, str]:
         f"every injected x1.2 straggler named alone: {_right(held['x1.2 straggler'])} held out, "
         f"stages of two ranks included; 5 ms links {_right(held['link'])}; clean runs named "
         f"nobody in {_right(held['clean'])}")
+    shared = [r for k in ("results", *HELD_OUT) for r in runs[k]
+              if r["other_cores"] not in ("", "None")]
+    out["diagnose.shared_cores"] = (f"{min(float(r['other_cores']) for r in shared):.1f} to "
+                                    f"{max(float(r['other_cores']) for r in shared):.1f}")
     idle = _faults(runs["results-idle-seeds-16-21"])
     out["diagnose.idle_classes"] = (f"clean {_right(idle['clean'])}, stragglers "
                                     f"{_right(idle['straggler'])}, links {_right(idle['link'])}")

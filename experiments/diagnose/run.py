@@ -3,12 +3,13 @@ runs? The CPU trainer (8 gloo ranks on this host) runs each layout clean, with o
 (``--inject-slow-rank``) and with one slow link (``--inject-slow-link``), for several seeds;
 every run's traces are diagnosed and compared with what was injected.
 
-    python -m experiments.diagnose.run [--full] [-o DIR] [--background N] [--json] [--workers N]
+    python -m experiments.diagnose.run [--full | --tiny] [-o DIR] [--background N] [--json] [--workers N]
 
 Default: 5 layouts (``LAYOUTS``) x 1 seed x (clean, straggler x1.5, link 5 ms where the
 layout has one), 10 steps (about 10 minutes on 2 busy cores). ``--full``: 3 seeds (``--seeds``
 to choose) and the straggler at x1.2, the smallest slowdown the issue asks to find (plus x1.5
-on the layout whose stages have two ranks). Writes ``DIR/results.csv``. The
+on the layout whose stages have two ranks). ``--tiny`` (CI's size): dp8 alone, clean and
+x1.5, two runs. Writes ``DIR/results.csv``. The
 seed moves the weights, the data and which rank or link is faulty. ``--background N`` runs N
 co-tenant processes beside every run: a shared host, reproducibly.
 
@@ -101,10 +102,11 @@ class Scenario:
         return args
 
 
-def scenarios(full: bool, seeds: tuple[int, ...] | None = None) -> list[Scenario]:
+def scenarios(full: bool, seeds: tuple[int, ...] | None = None,
+              layouts: tuple[tuple[int, int, int], ...] = LAYOUTS) -> list[Scenario]:
     seeds = seeds or ((1, 2, 3) if full else (1,))
     out = []
-    for tp, pp, dp in LAYOUTS:
+    for tp, pp, dp in layouts:
         for seed in seeds:
             out.append(Scenario(tp, pp, dp, seed, "clean"))
             out.append(Scenario(tp, pp, dp, seed, "straggler", factor=1.2 if full else 1.5))
@@ -238,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = study_parser(__doc__, "3 seeds, the straggler at x1.2", out_default=Path("/tmp/diagnose-sweep"))
     ap.set_defaults(workers=0)
     ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
+    ap.add_argument("--tiny", action="store_true",
+                    help="CI's size: the dp8 layout alone (clean and a x1.5 straggler)")
     ap.add_argument("--seeds", help="comma list of seeds (default 1; 1,2,3 with --full)")
     ap.add_argument("--background", type=int, default=0, metavar="N",
                     help="run N co-tenant processes on the host beside each run (a shared "
@@ -249,7 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--background must be 0 or more processes, got {args.background}")
     out = Path(args.out)
     seeds = tuple(int(x) for x in args.seeds.split(",")) if args.seeds else None
-    rows = run_sweep(out, scenarios(args.full, seeds), args.background, args.reuse,
+    if args.tiny and args.full:
+        ap.error("--tiny and --full exclude each other")
+    layouts = LAYOUTS[:1] if args.tiny else LAYOUTS
+    rows = run_sweep(out, scenarios(args.full, seeds, layouts), args.background, args.reuse,
                      args.workers, args.scheduler)
     if not rows:
         print("diagnose: no run finished", file=sys.stderr)
@@ -258,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    from experiments.diagnose.figure import figure
+
+    figure(out / "results.csv", out / "diagnosis.png")
     ok = sum(r["correct"] for r in rows)
     if args.markdown:
         print(markdown(rows))

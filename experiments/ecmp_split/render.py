@@ -58,6 +58,7 @@ def values(results: Path) -> dict[str, str]:
         "ecmp_split.pairs": f"{s('nosplit', 'pairs')} to {s('split', 'pairs')}",
         "ecmp_split.pairs_split_400g": f"{s('split', 'pairs')} on average against "
                                        f"{s('nosplit', 'pairs')}",
+        "ecmp_split.pairs_400g_to_split": f"{s('nosplit', 'pairs')} to {s('split', 'pairs')}",
         "ecmp_split.rings_split_400g": f"{s('split', 'dp_ring')} against {s('nosplit', 'dp_ring')}",
         "ecmp_split.rings_8qps": f"{s('split', 'dp_ring', '8')} vs {s('nosplit', 'dp_ring', '8')}",
         "ecmp_split.closed_form": (f"{BinsForm(n=64, m=32, c=2).mean_slowdown():.3g} (split: 64 x "

@@ -114,7 +114,8 @@ def seed_table(rows: list[dict], seeds: str = "held-out") -> str:
     return "\n".join(lines)
 
 
-def _body(rows: list[dict]) -> str:
+def tables(rows: list[dict]) -> str:
+    """What stands between the over-time markers: both tables and the CPU time per replay."""
     cpu = {k: [float(r["cpu_s"]) for r in rows if r["policy"] == k] for k in POLICIES}
     return (f"{summary_table(rows)}\n\nHeld-out seeds, mean slowdown per replay "
             f"(linear / topo):\n\n{seed_table(rows)}\n\nCPU time per replay (one policy, "
@@ -125,7 +126,7 @@ def _body(rows: list[dict]) -> str:
 def render(readme: Path, rows: list[dict], before: list[dict] | None = None) -> None:
     """Rewrite the README's text between the over-time markers with the tables (and between
     the over-time-before markers with ``before``'s, when given)."""
-    values = {"over-time": _body(rows)} | ({"over-time-before": _body(before)} if before else {})
+    values = {"over-time": tables(rows)} | ({"over-time-before": tables(before)} if before else {})
     render_file(readme, values, strict=True)
 
 

@@ -121,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     args.output.mkdir(parents=True, exist_ok=True)
     write_csv(run_study(args.output, args.workers, args.scheduler), args.output / "compare.csv")
     (args.output / "compare.md").write_text(render_table(read_csv(args.output / "compare.csv")))
-    print(f"wrote compare.csv, compare.md and reco/ to {args.output}")
+    from experiments.settings_check.figure import figure
+
+    figure(args.output, args.output / "compare.png")
+    print(f"wrote compare.csv, compare.md, compare.png and reco/ to {args.output}")
     return 0
 
 

@@ -31,8 +31,9 @@ def test_notebook_is_committed_without_outputs(path: Path) -> None:
                        f"python -m experiments.strip_notebooks {path.name}")
 
 
-#: notebooks that run the real trainer for minutes even at their smallest size: CI's slow tier
-SLOW = {"heldout_accuracy": "4 trainer runs of 4 gloo ranks: 2-7 minutes on a loaded 2-core host"}
+#: notebooks that run for minutes even at their smallest size: CI's slow tier
+SLOW = {"heldout_accuracy": "4 trainer runs of 4 gloo ranks: 2-7 minutes on a loaded 2-core host",
+        "settings_check": "one size only: a recommend and 18 packet runs, a minute of CPU"}
 EXECUTED = [pytest.param(p, marks=pytest.mark.slow) if p.stem in SLOW else p for p in NOTEBOOKS]
 
 
