@@ -282,8 +282,9 @@ def test_trainer_profiles_without_trainer_records_calibrate_alike(straggler_run,
     """Issue #31 item 3 against the native reading of the same profiler files (the
     trainer-aware Kineto path): with the layout given as flags, every collective reads back
     the same and the comm calibration is within 2% (here: equal). Compute is not calibrated
-    from a foreign job (no model, no layer ranges: FLOPs unknown); host cores are unknown to
-    both readings (no host records in a profiler trace), so neither fits a host model."""
+    from a foreign job (no model, no layer ranges: FLOPs unknown); both readings take the
+    host's cores from the trainer_host records the profiler documents keep, so both fit the
+    same host model."""
     from netsim.diagnose.calibrated import default_host_cores
     from netsim.diagnose.calibration import fit_calibration
     from netsim.traces.detect import read_traces
@@ -294,7 +295,9 @@ def test_trainer_profiles_without_trainer_records_calibrate_alike(straggler_run,
                           Layout(tp=2, pp=2, dp=2))
     assert not any("trainer/" in c["name"] for r in foreign.ranks for c in r.compute)
     assert _calls(foreign) == _calls(own)
-    assert default_host_cores([own]) is None and default_host_cores([foreign]) is None
+    cores = default_host_cores([own])
+    assert cores is not None and cores == default_host_cores([foreign])
+    assert cores == own.host["host_cores"] >= 1
     cal_f, cal_o = fit_calibration([foreign]), fit_calibration([own])
     assert set(cal_f.comm) == set(cal_o.comm) and _comm_gap(cal_f, cal_o) < 0.02
     assert not cal_f.compute and {"forward", "backward"} <= set(cal_o.compute)
