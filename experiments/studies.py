@@ -183,7 +183,7 @@ STUDIES: tuple[Study, ...] = (
                  "which role, how often, is compared",
           ignore=HELDOUT_TIMES,
           render="experiments.heldout_accuracy.render:values",
-          docs=("README.md", EXPERIMENTS_DOC)),
+          docs=("README.md", "docs/validation.md", EXPERIMENTS_DOC)),
     Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,
           ci_args=("--tiny",),
           render="experiments.cc_heldout.render:values", docs=("README.md", "docs/recommend.md")),

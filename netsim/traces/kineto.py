@@ -242,7 +242,22 @@ def _meta(f: Path, doc: dict, notes: list[str]) -> dict[str, Any]:
     return {"schema": "kineto", "rank": int(dist["rank"]), "world_size": world, "tp": 1,
             "pp": 1, "dp": world, "model": {}, "micro_batches": 1, "micro_batch_size": 1,
             "global_batch": world, "host": doc.get("host_name", "?"),
-            "backend": dist.get("backend"), "pp_rank": 0, "layout_known": False}
+            "backend": dist.get("backend"), "pp_rank": 0, "layout_known": False,
+            "device": _device(doc)}
+
+
+#: Kineto event categories of work on a GPU (kernels, copies) and of the CUDA runtime calls
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "cuda_runtime",
+                            "cuda_driver", "gpu_user_annotation"})
+
+
+def _device(doc: dict) -> str:
+    """``cuda`` when the document describes a GPU (``deviceProperties``) or holds GPU work,
+    ``cpu`` otherwise: a profiler trace of a CPU-only job records neither."""
+    if doc.get("deviceProperties") or any(e.get("cat") in GPU_CATEGORIES
+                                          for e in doc["traceEvents"]):
+        return "cuda"
+    return "cpu"
 
 
 def _rank_trace(f: Path, doc: dict, t0: float, notes: list[str]) -> RankTrace:

@@ -54,3 +54,36 @@ def test_a_bad_trainer_host_is_one_line(tmp_path, capsys):
     f.write_text(json.dumps(doc))
     with pytest.raises(ValueError, match="trainer_host.cpu_s"):
         read_traces(d)
+
+
+def _without_meta(d, extra=None):
+    for f in d.glob("*.json"):
+        doc = json.loads(f.read_text())
+        meta = json.loads(doc.pop("trainer_meta"))
+        doc["distributedInfo"] = {"backend": "gloo", "rank": meta["rank"],
+                                  "world_size": meta["world_size"]}
+        doc["traceEvents"] += extra or []
+        f.write_text(json.dumps(doc))
+    return d
+
+
+def test_a_foreign_cpu_trace_with_trainer_host_gives_the_host_model(tmp_path):
+    """A profiler trace of a CPU job without ``trainer_meta`` is read as a CPU run (no GPU
+    work, no ``deviceProperties``): its host record's cores give the shared-host model."""
+    d = write_kineto(tmp_path / "kineto", {})
+    host = {"type": "host", "host_cores": 2, "ranks_per_host": 2, "wall_s": 1.0, "cpu_s": 0.4}
+    for f in d.glob("*.json"):
+        doc = json.loads(f.read_text())
+        doc["trainer_host"] = json.dumps(host)
+        f.write_text(json.dumps(doc))
+    run = read_traces(_without_meta(d))
+    assert {r.meta["device"] for r in run.ranks} == {"cpu"}
+    assert default_host_cores([run]) == 2.0
+
+
+def test_a_foreign_trace_with_gpu_kernels_is_a_gpu_run(tmp_path):
+    kernel = {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_nn", "ts": 10.0,
+              "dur": 5.0, "pid": 0, "tid": 7}
+    run = read_traces(_without_meta(write_kineto(tmp_path / "kineto", {}), [kernel]))
+    assert {r.meta["device"] for r in run.ranks} == {"cuda"}
+    assert default_host_cores([run]) is None
