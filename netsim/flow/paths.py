@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from netsim.flow import csr_fast
 
-def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+
+def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]], compiled: bool = True
+               ) -> tuple[np.ndarray, np.ndarray]:
     """Concatenate per-flow path pieces: flow i's path is part0[i] + part1[i] + ...
 
     Parameters
     ----------
     parts : list of (indptr, links)
         CSR lists over the same number of flows.
+    compiled : bool
+        Copy in :mod:`netsim.flow.csr_fast`'s kernel where numba is present (same output).
 
     Returns
     -------
@@ -32,6 +37,8 @@ def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, 
     total = np.sum(lens, axis=0) if parts else np.zeros(n, np.int64)
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(total, out=indptr[1:])
+    if compiled and len(parts) and csr_fast.available(n):
+        return indptr, csr_fast.concat(parts, indptr)
     out = np.empty(int(indptr[-1]), np.int64)
     offset = indptr[:-1].copy()
     for (ip, lk), ln in zip(parts, lens, strict=True):
@@ -154,6 +161,9 @@ class FabricPaths:
             pieces[True] = self.network_paths(src[is_net], dst[is_net], np.asarray(sport)[is_net],
                                               via[is_net])
             lens[is_net] = np.diff(pieces[True][0])
+        if len(pieces) == 1:  # all one kind: that piece is the answer, in flow order
+            (ip, lk), = pieces.values()
+            return ip, lk, is_net
         indptr = np.zeros(n + 1, np.int64)
         np.cumsum(lens, out=indptr[1:])
         links = np.empty(int(indptr[-1]), np.int64)

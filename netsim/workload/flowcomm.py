@@ -251,7 +251,7 @@ class FlowCommModel:
                     parts["com_call"].append(np.repeat(calls, per_call))
                     ncomm += per_call * len(calls)
                     nphase += len(calls)
-        cat = {k: np.concatenate(v) for k, v in parts.items()}
+        cat = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
         if lockstep:  # a channel's connections may cross one link twice: sum them
             inc = Incidence.from_entries(cat["flow"], cat["link"], cat["weight"],
                                          np.ones(len(cat["link"])), ncomm, self.fabric.num_links)
