@@ -83,8 +83,8 @@ class Incidence:
     def from_entries(cls, flow: np.ndarray, link: np.ndarray, weight: np.ndarray,
                      count: np.ndarray, num_flows: int, num_links: int) -> Incidence:
         """Build from unsorted (flow, link) entries, summing duplicates."""
-        key = np.asarray(flow, np.int64) * num_links + np.asarray(link, np.int64)
-        uniq, inv = np.unique(key, return_inverse=True)
+        flow, link = np.asarray(flow, np.int64), np.asarray(link, np.int64)
+        uniq, inv = _unique_pairs(flow, link, num_flows, num_links)
         w = np.bincount(inv, weights=weight, minlength=len(uniq))
         c = np.bincount(inv, weights=count, minlength=len(uniq))
         return cls._build(num_links, num_flows, uniq // num_links, uniq % num_links, w, c)
@@ -109,6 +109,26 @@ class Incidence:
         """The (links x flows) incidence as a scipy.sparse CSR matrix."""
         return sp.csr_matrix((self.e_weight, (self.e_link, self.e_flow)),
                              shape=(self.num_links, self.num_flows))
+
+
+def _unique_pairs(flow: np.ndarray, link: np.ndarray, num_flows: int, num_links: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(flow * num_links + link, return_inverse=True)``, ordered by two stable
+    counting sorts (link, then flow: ``stable_order``) instead of a comparison sort of the keys.
+    Sorted keys and their distinct values do not depend on how they were sorted, so both
+    outputs are numpy's exactly."""
+    key = flow * num_links + link
+    if len(key) == 0:
+        return np.unique(key, return_inverse=True)
+    by_link = stable_order(link, num_links)
+    order = by_link[stable_order(flow[by_link], num_flows)]
+    sorted_key = key[order]
+    head = np.empty(len(key), bool)
+    head[0] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=head[1:])
+    inv = np.empty(len(key), np.int64)
+    inv[order] = np.cumsum(head) - 1
+    return sorted_key[head], inv
 
 
 def _segment_min(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
