@@ -53,6 +53,7 @@ gradients share one allocation); a fluid result is kept per (op, groups, sizes).
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -578,7 +579,17 @@ def _comm_keys(groups: np.ndarray) -> np.ndarray:
 
 
 def _rounds(groups: np.ndarray) -> list[np.ndarray]:
-    """Split calls into rounds in which no GPU appears twice (greedy, in input order)."""
+    """Split calls into rounds in which no GPU appears twice (greedy, in input order).
+
+    A function of the groups alone, so it is kept per exact groups (bytes and shape) across
+    models: every scorer of a QP search or check prices the same pipeline sends."""
+    g = np.ascontiguousarray(groups, np.int64)
+    return list(_rounds_of(g.tobytes(), g.shape))
+
+
+@functools.lru_cache(maxsize=16)
+def _rounds_of(data: bytes, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    groups = np.frombuffer(data, np.int64).reshape(shape)
     rounds: list[list[int]] = []
     used: list[set] = []
     for i, row in enumerate(groups.tolist()):
@@ -590,7 +601,10 @@ def _rounds(groups: np.ndarray) -> list[np.ndarray]:
         else:
             rounds.append([i])
             used.append(set(row))
-    return [np.asarray(r, np.int64) for r in rounds]
+    out = tuple(np.asarray(r, np.int64) for r in rounds)
+    for r in out:
+        r.setflags(write=False)  # shared by every later call with these groups
+    return out
 
 
 def _scaled(fabric, scale: float):
