@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_recommend.py [--job gpt3-175b] [--dp 16 192] [--budget 16]
 [--repeat 3] [--no-cc-scaling] [--csv FILE] [--json]``; ``--render DOC --from LABEL=CSV ...``
-puts the CSVs' rows as one table between DOC's ``rec28`` markers.
+puts the CSVs' rows as one table between DOC's ``rec28`` markers. ``--qp-split CSV`` instead
+splits the CPU of the QP step's predicts (``qp_split``); ``--render-split DOC CSV`` renders it.
 
 For every data-parallel width given (16: the packaged 1,024-GPU job; 192: all 12,288 GPUs of
 megascale) it prints the median over ``--repeat`` runs of the wall time of each step of
@@ -103,6 +104,69 @@ def render(doc_path: Path, sets: list[str]) -> None:
     render_between(doc_path, "\n".join(lines), "<!-- rec28:begin -->", "<!-- rec28:end -->")
 
 
+def qp_split(fabric, job, check_qps: int) -> dict[str, float]:
+    """CPU of the QP step's flow-engine predicts, made as ``recommend`` makes them (the search's
+    2, 4 and 8 QPs on the search seed; the check's ``check_qps`` and 1 QP on the other seeds),
+    on the topology-aware placement: the whole, and the time inside the max-min kernel, inside
+    building the batches' commodities, and within that routing (``_replicate``) and dropping
+    dominated links (the parts overlap: routing and dropping are inside building)."""
+    import netsim.flow.maxmin_fast as mf
+    import netsim.workload.flowcomm as fc
+    from tuner.outofsample import seeds_of
+    from tuner.placement import iteration_scorer
+
+    gpus = place(fabric, job, "topo").gpu_of_rank
+    iteration_scorer(fabric, job, qps=2, seed=7)(gpus)  # imports and compiled kernels loaded
+    acc = dict.fromkeys(("kernel", "construct", "routes", "dominated"), 0.0)
+
+    def timed(name, fn):
+        def run(*a, **k):
+            c = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                acc[name] += time.process_time() - c
+        return run
+
+    wrapped = {(mf, "_kernel"): "kernel", (fc.FlowCommModel, "_construct"): "construct",
+               (fc, "_replicate"): "routes", (fc, "_drop_dominated"): "dominated"}
+    saved = {(obj, attr): getattr(obj, attr) for obj, attr in wrapped}
+    ins, held = seeds_of(0)
+    pairs = [(q, 0) for q in (2, 4, 8)] + [(q, s) for s in ins[1:] + held
+                                           for q in (check_qps, 1)]
+    try:
+        for (obj, attr), name in wrapped.items():
+            setattr(obj, attr, timed(name, saved[obj, attr]))
+        c0 = time.process_time()
+        for q, s in pairs:
+            iteration_scorer(fabric, job, qps=q, seed=s)(gpus)
+        total = time.process_time() - c0
+    finally:
+        for (obj, attr), fn in saved.items():
+            setattr(obj, attr, fn)
+    return {"gpus": job.world, "predicts": len(pairs), "cpu_s": total,
+            **{f"{k}_cpu_s": v for k, v in acc.items()}, "load": os.getloadavg()[0]}
+
+
+def render_split(doc_path: Path, path: str) -> None:
+    """The ``--qp-split`` CSV as a table between DOC's ``rec28-split`` markers."""
+    from _results import render_between
+
+    with open(path) as fh:
+        r = {k: float(v) for k, v in next(csv.DictReader(fh)).items()}
+    share = {k: f"{r[k + '_cpu_s']:.1f} s ({r[k + '_cpu_s'] / r['cpu_s']:.0%})"
+             for k in ("kernel", "construct", "routes", "dominated")}
+    lines = ["| GPUs | predicts | CPU s | max-min kernel | building commodities | of which "
+             "replicating connections (QPs, routes) | of which dropping dominated links | "
+             "load |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|",
+             f"| {r['gpus']:,.0f} | {r['predicts']:.0f} | {r['cpu_s']:.1f} | {share['kernel']} | "
+             f"{share['construct']} | {share['routes']} | {share['dominated']} | "
+             f"{r['load']:.1f} |"]
+    render_between(doc_path, "\n".join(lines), "<!-- rec28-split:begin -->",
+                   "<!-- rec28-split:end -->")
+
+
 def cc_scaling(fabric, job, budget: int) -> dict[int, float]:
     """Wall time of the CC search with 1 and 2 worker processes (same seed, same points)."""
     scenarios, found = job_scenarios(fabric, job, place(fabric, job, "topo").gpu_of_rank)
@@ -129,11 +193,30 @@ def main() -> None:
     ap.add_argument("--render", default=None, metavar="DOC",
                     help="render the LABEL=CSV arguments of --from into DOC, run nothing")
     ap.add_argument("--from", dest="sets", nargs="*", default=[], metavar="LABEL=CSV")
+    ap.add_argument("--qp-split", default=None, metavar="CSV",
+                    help="only split the CPU of the QP step's predicts (largest --dp) into "
+                         "kernel / building / routing / dominated links, written here")
+    ap.add_argument("--check-qps", type=int, default=4,
+                    help="with --qp-split: the QP count the check confirms (default 4)")
+    ap.add_argument("--render-split", nargs=2, default=None, metavar=("DOC", "CSV"),
+                    help="render a --qp-split CSV into DOC, run nothing")
     a = ap.parse_args()
     if a.render:
         render(Path(a.render), a.sets)
         return
+    if a.render_split:
+        render_split(Path(a.render_split[0]), a.render_split[1])
+        return
     fabric = load_fabric(a.fabric)
+    if a.qp_split:
+        row = qp_split(fabric, load_job(a.job, dp=max(a.dp)), a.check_qps)
+        Path(a.qp_split).parent.mkdir(parents=True, exist_ok=True)
+        with open(a.qp_split, "w", newline="") as fh:
+            w = csv.DictWriter(fh, list(row))
+            w.writeheader()
+            w.writerow(row)
+        print(row)
+        return
     doc = {"fabric": fabric.name, "job": a.job, "budget": a.budget, "repeat": a.repeat,
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
            "cpus": os.cpu_count(), "load_before": os.getloadavg(), "runs": []}
