@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from netsim.flow import csr_fast
+import netsim.flow.csr_fast as csr_fast
 
 
 def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]], compiled: bool = True

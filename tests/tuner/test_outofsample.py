@@ -119,29 +119,3 @@ def test_check_qps_reuses_known_scores_with_the_same_answer(small_clos, small_jo
     assert reused == plain
     assert len(calls) == 2 * 2 * 5 - 2 and not set(calls) & set(known)
 
-
-def test_check_qps_is_the_same_on_the_plain_path(small_clos, small_job, striped_free,
-                                                 monkeypatch) -> None:
-    # the compiled path concatenation, the counting-sort pair merge and the rounds kept across
-    # scorers are speed only: the check on the plain numpy path is the same, number for number
-    import numpy as np
-
-    import netsim.flow.csr_fast as csr_fast
-    import netsim.flow.link_order as link_order
-    import netsim.flow.maxmin as maxmin
-    import netsim.workload.flowcomm as flowcomm
-    from tuner.placement import place
-
-    gpus = place(small_clos, small_job, "linear", striped_free).gpu_of_rank
-    with monkeypatch.context() as m:  # every fast path taken, even on this small job
-        m.setattr(csr_fast, "MIN_FLOWS", 1)
-        m.setattr(link_order, "MIN_ENTRIES", 1)
-        flowcomm._rounds_of.cache_clear()
-        fast = check_qps(small_clos, small_job, gpus, 8, seed=0)
-        assert flowcomm._rounds_of.cache_info().hits > 0
-    monkeypatch.setattr(csr_fast, "available", lambda n: False)
-    monkeypatch.setattr(maxmin, "_unique_pairs", lambda f, lk, nf, nl: np.unique(
-        f * nl + lk, return_inverse=True))
-    monkeypatch.setattr(flowcomm, "_rounds_of", flowcomm._rounds_of.__wrapped__)
-    plain = check_qps(small_clos, small_job, gpus, 8, seed=0)
-    assert fast.as_dict() == plain.as_dict()

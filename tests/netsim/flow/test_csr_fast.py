@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netsim.flow import csr_fast
+import netsim.flow.csr_fast as csr_fast
 from netsim.flow.maxmin import _unique_pairs
 from netsim.flow.paths import FabricPaths, concat_csr
 from topologies import Clos3Spec, clos3
