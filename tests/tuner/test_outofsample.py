@@ -118,4 +118,3 @@ def test_check_qps_reuses_known_scores_with_the_same_answer(small_clos, small_jo
     reused = check_qps(small_clos, small_job, gpus, 8, seed=0, known_s=known)
     assert reused == plain
     assert len(calls) == 2 * 2 * 5 - 2 and not set(calls) & set(known)
-
