@@ -87,9 +87,13 @@ class LoadSampler:
             return {}
         # the window: from the first sample after step ``total - steady - 1`` was written to
         # the first sample after the last step was
-        first = next(x for x in self.samples if x[3] >= total - self.steady_steps)
-        last = next(x for x in self.samples if x[3] >= total)
-        (t0, b0, c0, _), (t1, b1, c1, _) = first, last
+        i = next(k for k, x in enumerate(self.samples) if x[3] >= total - self.steady_steps)
+        j = next(k for k, x in enumerate(self.samples) if x[3] >= total)
+        if j == i:  # the window's steps all appeared in one sample: start at the one before
+            if i == 0:
+                return {}
+            i -= 1
+        (t0, b0, c0, _), (t1, b1, c1, _) = self.samples[i], self.samples[j]
         cores = os.cpu_count() or 1
         trainer, busy = (c1 - c0) / (t1 - t0), (b1 - b0) / (t1 - t0)
         other = max(0.0, busy - trainer)
