@@ -60,6 +60,12 @@ def test_megascale_changes_the_batch_only_when_asked(capsys, extra, batch):
     assert ("kept" in out["megascale_opts"]["global_batch_note"]) is not bool(extra)
 
 
+def test_batch_note_says_kept_only_under_megascale(capsys):
+    assert main(["predict", *_JOB]) == 0
+    out = capsys.readouterr().out
+    assert "global batch" in out and "kept" not in out
+
+
 def test_overlap_takes_expert_and_context_parallel_comm(capsys):
     moe = ["--model", "mixtral-8x7b", "--gpus", "64", "--tp", "2", "--sp", "--ep", "8",
            "--dp", "32", "--global-batch", "64", "--json"]

@@ -95,13 +95,16 @@ def _megascale_opts(args: argparse.Namespace):
     return opts
 
 
-def _batch_note(opts, pred) -> str:
-    """The global batch priced and whether LAMB changed it (a report line)."""
+def _batch_note(opts, pred, megascale: bool = False) -> str:
+    """The global batch priced and whether LAMB changed it (a report line); with
+    ``--megascale`` and no ``--lamb`` it says the batch was kept."""
     batch = round(pred.tokens_per_s * pred.iteration_s / pred.sequence["seq"])
     if opts.lamb:
         return (f"global batch {batch} sequences: LAMB x{opts.lamb_batch_factor} of "
                 f"{batch // opts.lamb_batch_factor} (--lamb / --lamb-batch-scale)")
-    return f"global batch {batch} sequences (kept: LAMB's larger batch only with --lamb)"
+    if megascale:
+        return f"global batch {batch} sequences (kept: LAMB's larger batch only with --lamb)"
+    return f"global batch {batch} sequences"
 
 
 def _job_from_args(args: argparse.Namespace):
@@ -162,13 +165,13 @@ def run(args: argparse.Namespace) -> int:
     bar.close()
     transfer = _warn_calibration(pred, calibration)
     if args.json:
-        out = _json_report(pred, shared, opts, fabric, comm, hw)
+        out = _json_report(pred, shared, opts, fabric, comm, hw, getattr(args, "megascale", False))
         if transfer is not None:
             out["calibration_transfer"] = transfer
         print_json(out)
         return 0
     _print_human(pred, fabric, comm, hw.name)
-    print(_batch_note(opts, pred))
+    print(_batch_note(opts, pred, getattr(args, "megascale", False)))
     if shared is not None:
         from tuner.cli._background import print_background
 
@@ -302,14 +305,14 @@ def _prediction(args, job, fabric, hw, calibration, placement, background, comm_
                    stragglers=stragglers or None), None
 
 
-def _json_report(pred, shared, opts, fabric, comm: str, hw) -> dict:
+def _json_report(pred, shared, opts, fabric, comm: str, hw, megascale: bool = False) -> dict:
     out = pred.to_json()
     if shared is not None:
         out["background"] = shared.background
     out["megascale_opts"] = {"ptb": opts.ptb, "swa_window": opts.swa_window,
                              "efficient_ops": opts.efficient_ops, "lamb": opts.lamb,
                              "lamb_batch_factor": opts.lamb_batch_factor,
-                             "global_batch_note": _batch_note(opts, pred),
+                             "global_batch_note": _batch_note(opts, pred, megascale),
                              "fused_bytes_fraction": opts.fused_bytes_fraction}
     out["fabric"] = fabric.name if fabric is not None else None
     out["comm_model"] = comm
