@@ -42,7 +42,8 @@ def test_busy_matmuls_spend_the_cpu_time_asked_in_profiled_products():
         n = busy_matmuls(0.2)
         spent = time.thread_time() - cpu0
     one = spent / n
-    assert n > 10 and spent == pytest.approx(0.2, abs=one)
+    # within 1%: the last product's overshoot plus the profiler's own time between products
+    assert n > 10 and one < 0.002 and spent == pytest.approx(0.2, rel=0.01)
     mm = [e for e in prof.events() if e.name == "aten::mm"]
     assert len(mm) == n
     assert busy_matmuls(0.0) == 0
