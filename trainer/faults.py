@@ -2,11 +2,9 @@
 
 ``--inject-slow-rank R --slow-factor F``: every compute record of rank R (a block's, the
 embedding's and the head's forward and backward, the optimizer step) takes F times longer.
-On CPU, after the work the rank multiplies small matrices for ``(F - 1) x`` the record's
-thread CPU time (``busy_matmuls``): it needs F times the CPU, as on a slower core, the extra
-work is operators a profiler records (``aten::mm``), so a reader that sees only operators
-finds the slower rank, and a forward or backward record's blocking tensor-parallel
-all-reduces (waits, no CPU of this thread) are not made longer. On CUDA it
+On CPU, after the work the rank spins for ``(F - 1) x`` the record's thread CPU time: it needs
+F times the CPU, as on a slower core, and a forward or backward record's blocking
+tensor-parallel all-reduces (waits, no CPU of this thread) are not made longer. On CUDA it
 sleeps ``(F - 1) x`` the record's duration minus the blocking collectives inside it.
 
 Repeated, ``--inject-slow-rank R[:F]`` keeps every rank named, each with its own factor
@@ -23,7 +21,6 @@ compute and make R look like a straggler instead of a slow link.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 
@@ -101,36 +98,6 @@ def parse_link(text: str) -> tuple[int, int]:
 
 
 SLOWED_PHASES = ("forward", "backward", "optimizer")
-BUSY_SHAPE = (32, 64)
-"""The busy work's product: (32 x 64) @ (64 x 64), tens of microseconds on one core, so the
-added CPU time lands within one product of what was asked."""
-
-
-def busy_matmuls(cpu_s: float) -> int:
-    """Spend ``cpu_s`` seconds of this thread's CPU time in matrix products (``aten::mm``,
-    real operators a profiler records); returns how many. Stops when less than half a
-    product is left, so the time spent is the request rounded to the nearest product."""
-    import torch
-
-    a, b = _busy_operands()
-    now = time.thread_time()
-    until, last, n = now + cpu_s, 0.0, 0
-    with torch.no_grad():
-        while until - now > last / 2:
-            torch.mm(a, b)
-            t = time.thread_time()
-            last, now, n = t - now, t, n + 1
-    return n
-
-
-@functools.cache
-def _busy_operands():
-    """The busy products' operands, made once (their allocation is no part of the work)."""
-    import torch
-
-    rows, inner = BUSY_SHAPE
-    return torch.ones(rows, inner), torch.ones(inner, inner)
-
 
 
 class FaultInjector:
@@ -157,9 +124,9 @@ class FaultInjector:
     def stretch(self, phase: str, start, end, cpu_start: float | None = None):
         """Make the compute of [start, end] F times longer; returns the new end stamp.
 
-        On CPU (``cpu_start``: the thread's CPU time when the record opened) the thread
-        multiplies matrices for (F - 1) x the record's CPU time (:func:`busy_matmuls`), so it
-        needs F times the CPU, as a slower core would; on a shared host the wall time then stretches with the contention. On CUDA it
+        On CPU (``cpu_start``: the thread's CPU time when the record opened) the thread spins
+        for (F - 1) x the record's CPU time, so it needs F times the CPU, as a slower core
+        would; on a shared host the wall time then stretches with the contention. On CUDA it
         sleeps (F - 1) x the record's duration minus its blocking collectives, with the
         stream idle.
         """
@@ -168,7 +135,9 @@ class FaultInjector:
         clock = self.tracer.clock
         if cpu_start is not None and not clock.cuda:
             extra = (self.factor - 1.0) * max(time.thread_time() - cpu_start, 0.0)
-            busy_matmuls(extra)
+            until = time.thread_time() + extra
+            while time.thread_time() < until:
+                pass
         else:
             if clock.cuda:
                 clock._torch.cuda.synchronize()
