@@ -5,7 +5,8 @@
 - ``fit_warnings``: fits that explain their points poorly, each with what to add.
 - ``gaps_warning``: the collectives a prediction priced without a fit of their kind.
 - ``transfer_check`` / ``calibration_transfer``: whether a calibration carries to a job of
-  more ranks (a CPU one does not), and whether its host was shared (``host_sharing``).
+  more ranks (a CPU one does not), and whether its host was shared (``host_sharing``) or is
+  unknown (``host_unknown_warning``: a CPU calibration without the cores its ranks shared).
 - ``hardware_for``: the hardware a calibration describes; applying it to other hardware is
   refused (a CPU calibration cannot price an A100).
 - ``job_like``: the job a trace ran (``netsim predict --like TRACE_DIR``), with the cores that
@@ -103,7 +104,8 @@ def transfer_check(info: dict[str, Any], calibrated_ranks: int, cores: float,
     out: dict[str, Any] = {"device": device, "backend": backend,
                            "calibrated_ranks": int(calibrated_ranks), "predicted_ranks": int(ranks),
                            "transfers": not (cpu and ranks > calibrated_ranks),
-                           "shared_host": host_sharing(info, calibrated_ranks, cores)}
+                           "shared_host": host_sharing(info, calibrated_ranks, cores),
+                           "host_unknown": cpu and math.isinf(cores)}
     if not out["transfers"]:
         shared = f", {out['shared_host']}" if out["shared_host"] else ""
         out["warning"] = (f"a CPU calibration does not transfer: fitted on {calibrated_ranks} "
@@ -112,6 +114,17 @@ def transfer_check(info: dict[str, Any], calibrated_ranks: int, cores: float,
                           "calibrate on GPU traces, or predict on a GPU profile (--gpu) "
                           "without --calibration")
     return out
+
+
+def host_unknown_warning(transfer: dict[str, Any]) -> str | None:
+    """A line when a CPU calibration has no shared-host model (``transfer_check``'s
+    ``host_unknown``: a profiler-only trace without the cores its ranks shared), else None."""
+    if not transfer.get("host_unknown"):
+        return None
+    return (f"the calibration's {transfer['calibrated_ranks']} CPU ranks carry no record of the "
+            "cores they shared, so each was priced as if it had a core of its own (a shared "
+            "host makes the run slower than predicted): recalibrate with --host-cores C, or "
+            "trace with the trainer, whose traces record the host")
 
 
 def calibration_transfer(cal, ranks: int) -> dict[str, Any]:

@@ -65,7 +65,8 @@ class JobSpec:
     gpu: str = "a100"
     """Hardware preset name (``netsim.model.hardware.HARDWARE``)."""
     gpus: int = 0
-    """World size; 0 means tp x pp x dp."""
+    """World size; 0 means tp x cp x pp x dp. Given without ``dp``, dp = gpus / (tp x cp x pp)
+    (``infer_dp``)."""
     tp: int = 1
     """Tensor-parallel degree."""
     pp: int = 1
@@ -210,13 +211,27 @@ class JobSpec:
                                  "mapping of dp_grad_reduce, dp_param_gather, pp_send_recv, "
                                  "tp_comm, cp_comm, ep_comm to true/false", "megascale")
             data["overlap"] = presets[data["overlap"]]
-        job = from_dict(cls, data, source, rules=JOB_RULES)
+        job = from_dict(cls, infer_dp(data), source, rules=JOB_RULES)
         check_job_size(job, source)
         return job
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (round-trips through ``from_dict``)."""
         return dataclasses.asdict(self)
+
+
+def infer_dp(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with ``dp`` set to gpus / (tp x cp x pp) when ``gpus`` is given without ``dp``
+    (Megatron-LM's rule: the data-parallel size fills the world), else unchanged; sizes that
+    do not divide are left for ``validate`` to refuse."""
+    out = dict(data)
+    gpus, degrees = out.get("gpus"), [out.get(k, 1) for k in ("tp", "cp", "pp")]
+    if "dp" in out or not all(type(v) is int and v > 0 for v in (gpus, *degrees)):
+        return out
+    per = degrees[0] * degrees[1] * degrees[2]
+    if gpus % per == 0:
+        out["dp"] = gpus // per
+    return out
 
 
 def validate(job: JobSpec) -> None:

@@ -95,3 +95,18 @@ def test_cluster_takes_the_same_job_flags_as_a_template(capsys):
     assert json.loads(capsys.readouterr().out)["jobs"] == 3
     assert main(argv[:-1] + ["--dp", "4"]) == 2
     assert "leave it out" in capsys.readouterr().err
+
+
+def test_gpus_without_dp_fills_the_world_with_data_parallelism(capsys):
+    """`--gpus 12288 --tp 8 --pp 8`, as papers state a layout, is dp 192 (Megatron-LM's rule)
+    on predict and the shared job flags, also with a micro-batch count; a world the other
+    degrees do not divide is still refused with the fix."""
+    args = ["--model", "gpt3-175b", "--gpus", "12288", "--tp", "8", "--pp", "8"]
+    assert main(["predict", *args, "--global-batch", "1536", "--micro-batches", "8",
+                 "--json"]) == 0
+    job = json.loads(capsys.readouterr().out)["job"]
+    assert (job["dp"], job["micro_batch"], job["gpus"]) == (192, 1, 12288)
+    parsed = _subparser("recommend").parse_args(["-o", "out", *args])
+    assert job_from_args(parsed).dp == 192
+    assert main(["predict", "--model", "gpt3-175b", "--gpus", "100", "--tp", "8"]) == 2
+    assert "change --gpus or the degrees" in capsys.readouterr().err

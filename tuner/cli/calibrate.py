@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
                          ) from None
     if weight is not None and not 0.0 <= weight <= 1.0:
         raise ValueError(f"--comm-weight must lie in [0, 1], got {weight}")
-    from netsim.diagnose.calibrated import default_host_cores, fit_warnings
+    from netsim.diagnose.calibrated import default_host_cores, fit_warnings, host_sharing
 
     cores = args.host_cores
     if cores is None and (cores := default_host_cores(runs)) is not None:
@@ -86,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         cal = fit_host_on_iterations(cal, runs)
     for warning in fit_warnings(cal, runs):
         print(f"netsim calibrate: warning: {warning}", file=sys.stderr)
+    if shared := host_sharing(cal.hardware_info, cal.world_size, cal.host_cores):
+        print(f"netsim calibrate: note: the traced host was shared: {shared} (the fits hold "
+              "for that load; netsim predict says so too)", file=sys.stderr)
     if not cal.compute and not cal.comm:
         raise ValueError("the traces hold no compute or collective records to fit")
     write_file_atomic(args.output, json.dumps(cal.to_json(), indent=2))  # = save_calibration

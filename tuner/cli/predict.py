@@ -183,7 +183,7 @@ def _warn_calibration(pred, calibration) -> dict | None:
     """Stderr lines when the calibration never saw a collective the job uses, does not
     transfer to the job (a CPU calibration on more ranks) or came from a shared host; the
     transfer check (None without a calibration)."""
-    from netsim.diagnose.calibrated import calibration_transfer, gaps_warning
+    from netsim.diagnose.calibrated import calibration_transfer, gaps_warning, host_unknown_warning
     from netsim.diagnose.coverage import extrapolation_warning
 
     for line in (gaps_warning(pred.calibration_gaps),
@@ -198,6 +198,8 @@ def _warn_calibration(pred, calibration) -> dict | None:
     elif transfer["shared_host"]:
         print(f"note: the calibration's host was shared: {transfer['shared_host']}",
               file=sys.stderr)
+    if line := host_unknown_warning(transfer):
+        print(f"warning: {line}", file=sys.stderr)
     return transfer
 
 

@@ -208,6 +208,9 @@ def apply_micro_batches(data: dict[str, Any], count: int | None, global_flag: in
                         size_flag: int | None) -> dict[str, Any]:
     """Turn a micro-batch *count* into the job keys (``micro_batch`` is a size, as in
     Megatron-LM's ``--micro-batch-size``; the trainer's ``--micro-batches`` is a count)."""
+    from netsim.workload.job import infer_dp
+
+    data = infer_dp(data)  # --gpus without --dp: the micro-batch size needs the real dp
     if count is None:
         return data
     if count < 1:

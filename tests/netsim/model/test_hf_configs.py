@@ -33,6 +33,16 @@ _BLOOM = {"model_type": "bloom", "n_embed": 14336, "n_layer": 70, "num_attention
 _OPT_175B = {"model_type": "opt", "activation_function": "relu", "hidden_size": 12288,
              "ffn_dim": 49152, "num_hidden_layers": 96, "num_attention_heads": 96,
              "max_position_embeddings": 2048, "vocab_size": 50272, "word_embed_proj_dim": 12288}
+_QWEN2_7B = {"model_type": "qwen2", "hidden_act": "silu", "hidden_size": 3584,
+             "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28,
+             "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False,
+             "max_position_embeddings": 131072, "sliding_window": 131072,
+             "use_sliding_window": False, "max_window_layers": 28}
+_MIXTRAL_8X7B = {"model_type": "mixtral", "hidden_act": "silu", "hidden_size": 4096,
+                 "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+                 "num_key_value_heads": 8, "vocab_size": 32000, "tie_word_embeddings": False,
+                 "max_position_embeddings": 32768, "num_local_experts": 8,
+                 "num_experts_per_tok": 2, "sliding_window": None}
 
 
 @pytest.mark.parametrize("cfg,published,rel", [
@@ -41,6 +51,9 @@ _OPT_175B = {"model_type": "opt", "activation_function": "relu", "hidden_size": 
     (_GPT2, 124_439_808, 1e-12),  # GPT-2 small, the released checkpoint's tensor count
     (_BLOOM, 176_247_271_424, 1e-6),  # BLOOM-176B card (its embedding LayerNorm not counted)
     (_OPT_175B, 175e9, 0.01),  # OPT-175B (arXiv:2205.01068 Table 1)
+    # Qwen2-7B model card: 7.62B (its QKV biases, 129,024 parameters, are not counted)
+    (_QWEN2_7B, 7.62e9, 0.001),
+    (_MIXTRAL_8X7B, 46.7e9, 0.001),  # Mistral AI's Mixtral 8x7B release: 46.7B in total
 ])
 def test_architectures_reproduce_published_parameter_counts(cfg, published, rel):
     assert model_from_hf(cfg, "x").params() == pytest.approx(published, rel=rel)

@@ -73,3 +73,24 @@ def test_diagnose_at_scale_flags_a_cpu_calibration(capsys, tmp_path, make_trace,
         assert captured.err.count("does not transfer") == 1
     assert main(["diagnose", str(trace), "--json"]) == 0  # no projection, nothing to flag
     assert "calibration_transfer" not in json.loads(capsys.readouterr().out)
+
+
+def test_predict_flags_a_cpu_calibration_without_host_data(capsys, cpu_calibration):
+    """Issue #27 item 4: a CPU calibration from profiler traces that carry no host record (a
+    foreign Kineto job calibrated without --host-cores) prices every rank as if it had a core
+    of its own; predict says so, on the calibration's own layout too."""
+    from tuner.cli import main
+
+    data = json.loads(cpu_calibration.read_text())
+    data.update(host_cores=None, hardware={**CPU, "host_cores": None, "available_cores": None})
+    cpu_calibration.write_text(json.dumps(data))
+    args = ["predict", "--calibration", str(cpu_calibration), "--model", "tiny", "--json",
+            "--dp", "8", "--global-batch", "8"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["calibration_transfer"]["host_unknown"] is True
+    lines = [x for x in captured.err.splitlines() if "no record of the cores" in x]
+    assert len(lines) == 1 and "--host-cores" in lines[0], captured.err
+    cpu_calibration.write_text(json.dumps({**data, "host_cores": 2}))
+    assert main(args) == 0  # with the shared-host model: no such line
+    assert "no record of the cores" not in capsys.readouterr().err

@@ -155,3 +155,21 @@ def test_calibration_measures_utilization_from_host_records():
             SimpleNamespace(host={"trainer_cores": 0.9, "available_cores": 1.0})]
     assert host_utilization(runs, 2.0) == {"utilization": pytest.approx(0.9)}
     assert host_utilization([SimpleNamespace(host={})], 2.0) == {}
+
+
+def test_calibrate_cli_says_the_host_was_shared(make_trace, tmp_path, capsys):
+    """Issue #27 item 4: calibrate, like predict, names the host's sharing: 8 ranks on 2 cores
+    and the 0.7 core other processes took (the host records: 8 x 0.15 CPU s over 1 s of wall
+    is 1.2 cores of the ranks', 1.9 busy)."""
+    from tuner.cli import main
+
+    d = make_trace(tmp_path / "t", 2, 1, 4)
+    host = {"type": "host", "host_cores": 2, "ranks_per_host": 8, "wall_s": 1.0,
+            "cpu_s": 0.15, "host_busy_cores": 1.9}
+    for f in d.glob("trace-rank*.jsonl"):
+        f.write_text(f.read_text() + "\n" + json.dumps(host))
+    assert main(["calibrate", str(d), "-o", str(tmp_path / "cal.json")]) == 0
+    notes = [x for x in capsys.readouterr().err.splitlines() if "host was shared" in x]
+    assert notes == ["netsim calibrate: note: the traced host was shared: 8 ranks time-sliced "
+                     "2 cores; other processes used 0.7 of the host's 2.0 cores (the fits hold "
+                     "for that load; netsim predict says so too)"]
