@@ -52,16 +52,34 @@ class LoadSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._offset, self._steps, self._tail = 0, 0, b""
+        self._stale: tuple[int, int] | None = None
+
+    def _signature(self) -> tuple[int, int] | None:
+        """(inode, modification time) of the trace file, None while it does not exist."""
+        try:
+            st = self.trace_file.stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns
 
     def start(self, pid: int) -> None:
         if not Path("/proc/stat").exists():
             return
+        # a file already there is an earlier run's: its steps are not this run's
+        self._stale = self._signature()
         self._thread = threading.Thread(target=self._loop, args=(pid,), daemon=True)
         self._thread.start()
 
     def _steps_done(self) -> int:
-        """Iteration records rank 0 has written so far (one per finished step)."""
-        if self.trace_file.exists():
+        """Iteration records rank 0 has written so far (one per finished step); an earlier
+        run's file counts from when it is rewritten."""
+        sig = self._signature()
+        if sig is not None and sig == self._stale:
+            return self._steps
+        self._stale = None
+        if sig is not None and self.trace_file.stat().st_size < self._offset:
+            self._offset, self._steps, self._tail = 0, 0, b""  # truncated: a new run's file
+        if sig is not None:
             with open(self.trace_file, "rb") as fh:
                 fh.seek(self._offset)
                 new = fh.read()

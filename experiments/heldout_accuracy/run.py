@@ -49,11 +49,21 @@ class Config:
     calibrate: bool
     cp: int = 1
     ep: int = 1
+    layers: int | None = None
+    seq: int | None = None
 
     @property
     def name(self) -> str:
         extra = (f"-cp{self.cp}" if self.cp > 1 else "") + (f"-ep{self.ep}" if self.ep > 1 else "")
-        return f"tp{self.tp}-pp{self.pp}-dp{self.dp}{extra}-m{self.micro_batches}"
+        shape = (f"-L{self.layers}" if self.layers else "") + (f"-s{self.seq}" if self.seq else "")
+        return f"tp{self.tp}-pp{self.pp}-dp{self.dp}{extra}-m{self.micro_batches}{shape}"
+
+    @property
+    def shape_args(self) -> tuple[str, ...]:
+        """Trainer flags for a shape other than the model's (they follow, and override, its
+        ``--layers``)."""
+        return ((("--layers", str(self.layers)) if self.layers else ())
+                + (("--seq", str(self.seq)) if self.seq else ()))
 
     @property
     def world(self) -> int:
@@ -76,6 +86,12 @@ CONFIGS = (
     Config(1, 4, 2, 8, False),
     Config(2, 2, 2, 8, False),
     Config(4, 1, 2, 4, False),
+    # other shapes than the calibration's 8 layers of sequence 256: the model carries the
+    # calibration's per-layer and per-token costs to them
+    Config(2, 2, 2, 4, False, layers=12),
+    Config(1, 2, 4, 4, False, layers=4),
+    Config(2, 2, 2, 4, False, seq=128),
+    Config(1, 4, 2, 8, False, seq=512),
 )
 MODEL_ARGS = ("--model", "small", "--layers", "8")
 STEPS = 4
@@ -102,13 +118,15 @@ def run_trainer(cfg: Config, d: Path, timeout_s: float = 600,
                 model_args=MODEL_ARGS, steps: int = STEPS) -> Path:
     """One trainer run under torchrun into ``d``, with the host's load in ``d/host.json``."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(cfg.world), "-m", "trainer", *model_args,
+           str(cfg.world), "-m", "trainer", *model_args, *cfg.shape_args,
            "--tp", str(cfg.tp), "--pp", str(cfg.pp), "--dp", str(cfg.dp),
            "--cp", str(cfg.cp), "--ep", str(cfg.ep),
            "--micro-batches", str(cfg.micro_batches), "--steps", str(steps),
            "--backend", "gloo", "--device", "cpu", "--trace-dir", str(d)]
     env = dict(os.environ, OMP_NUM_THREADS="1", TRAINER_THREADS="1")
     d.mkdir(parents=True, exist_ok=True)
+    for old in [*d.glob("trace-rank*.jsonl"), d / "summary.json", d / "host.json"]:
+        old.unlink(missing_ok=True)  # an earlier run's files: this run rewrites them
     sampler = LoadSampler(d / "trace-rank0.jsonl", steady_steps=steps - 1)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     sampler.start(proc.pid)
