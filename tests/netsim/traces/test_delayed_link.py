@@ -5,7 +5,6 @@ tensor-parallel pairs on gloo, one pair's connections through ``link_relay.py``)
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -22,24 +21,17 @@ HERE = Path(__file__).resolve().parent
 DELAY_MS = 5.0
 
 
-def _tp_job(out: Path, *args: str) -> Path:
-    cmd = [sys.executable, str(HERE / "tp_job.py"), str(out), "--world", "6", "--tp", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
 @pytest.fixture(scope="session")
-def delayed_run(tmp_path_factory):
+def delayed_run(run_job, tmp_path_factory):
     """Pair (2, 3) of three on links 5 ms late each way; 6 profiled steps."""
-    return _tp_job(tmp_path_factory.mktemp("delayed") / "kineto", "--delay-group", "1",
-                   "--link-delay-ms", str(DELAY_MS), "--port", "29661")
+    return run_job("tp_job.py", tmp_path_factory.mktemp("delayed") / "kineto",
+                   "--delay-group", "1", "--link-delay-ms", str(DELAY_MS), "--port", "29661")
 
 
 @pytest.fixture(scope="session")
-def clean_tp_run(tmp_path_factory):
-    return _tp_job(tmp_path_factory.mktemp("clean_tp") / "kineto", "--port", "29671")
+def clean_tp_run(run_job, tmp_path_factory):
+    return run_job("tp_job.py", tmp_path_factory.mktemp("clean_tp") / "kineto",
+                   "--port", "29671")
 
 
 def _diagnose(path: Path, capsys) -> dict:
@@ -54,9 +46,9 @@ def test_delayed_link_is_named_alone(delayed_run, capsys):
     from netsim.traces.detect import read_traces
 
     out = _diagnose(delayed_run, capsys)
-    assert [sl["ranks"] for sl in out["slow_links"]] == [[2, 3]]
+    assert [sl["ranks"] for sl in out["slow_links"]] == [[2, 3]], out["slow_links"]
     assert out["slow_links"][0]["family"].startswith("tp all_reduce")
-    assert out["stragglers"] == []
+    assert out["stragglers"] == [], out["stragglers"]
     calls = [c["end_s"] - c["start_s"] for c in read_traces(delayed_run).ranks[2].collectives
              if c["group"] == [2, 3]]
     assert len(calls) == 6 * 4  # two row-parallel layers: forward and backward all-reduces
@@ -66,7 +58,8 @@ def test_delayed_link_is_named_alone(delayed_run, capsys):
 @pytest.mark.slow
 def test_clean_tensor_parallel_run_names_nobody(clean_tp_run, capsys):
     out = _diagnose(clean_tp_run, capsys)
-    assert out["slow_links"] == [] and out["stragglers"] == []
+    assert out["slow_links"] == [] and out["stragglers"] == [], (out["slow_links"],
+                                                                 out["stragglers"])
     assert not any("could be in any" in n for n in out["notes"])  # one group per rank
 
 

@@ -5,50 +5,35 @@ this project's trainer) read into ``netsim diagnose`` and ``netsim calibrate``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-JOB = Path(__file__).resolve().parent / "torch_job.py"
-
-
-def _job(out: Path, *args: str) -> Path:
-    cmd = [sys.executable, str(JOB), str(out), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
 @pytest.fixture(scope="session")
-def ddp_slow(tmp_path_factory):
+def ddp_slow(run_job, tmp_path_factory):
     """4-rank DDP, rank 1 with 40 more matrix products per step, 8 profiled steps: after the
     first, rank 1 must be the slowest of 4 in 6 of 7 steps for confidence 0.99
     (``max_confidence``), so one step stalled by another process is survived; with 5 it had to
     be in all 4 (a fresh-clone CI run at load 13 named nobody)."""
-    return _job(tmp_path_factory.mktemp("ddp") / "kineto", "--world", "4", "--slow-rank", "1",
-                "--active", "8", "--port", "29611")
+    return run_job("torch_job.py", tmp_path_factory.mktemp("ddp") / "kineto", "--world", "4",
+                   "--slow-rank", "1", "--active", "8", "--port", "29611")
 
 
 @pytest.fixture(scope="session")
-def ddp_pair(tmp_path_factory):
+def ddp_pair(run_job, tmp_path_factory):
     """Issue #31's scenario: 2-rank DDP on gloo traced as the torch.profiler docs show
     (schedule(wait=1, warmup=1, active=5)), rank 1 with 40 more matrix products per step."""
-    return _job(tmp_path_factory.mktemp("pair") / "kineto", "--world", "2", "--slow-rank", "1",
-                "--port", "29631")
+    return run_job("torch_job.py", tmp_path_factory.mktemp("pair") / "kineto", "--world", "2",
+                   "--slow-rank", "1", "--port", "29631")
 
 
 @pytest.fixture(scope="session")
-def fsdp_run(tmp_path_factory):
+def fsdp_run(run_job, tmp_path_factory):
     """2-rank FSDP2 (fully_shard; FSDP1 refuses a CPU-only host), with its execution trace."""
-    return _job(tmp_path_factory.mktemp("fsdp") / "kineto", "--wrap", "fsdp", "--port", "29621",
-                "--execution-trace")
+    return run_job("torch_job.py", tmp_path_factory.mktemp("fsdp") / "kineto", "--wrap", "fsdp",
+                   "--port", "29621", "--execution-trace")
 
 
 def test_ddp_slowed_rank_is_named_alone(ddp_slow, capsys):

@@ -23,8 +23,7 @@ import delayed_link
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
-import torch.multiprocessing as mp
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch_job import add_job_args, profiler, spawn, train_step
 
 
 class RowParallel(torch.nn.Module):
@@ -67,16 +66,9 @@ def _rank(rank: int, args: argparse.Namespace) -> None:
     gen = torch.Generator().manual_seed(args.seed + rank // args.tp)  # one batch per tp group
     x = torch.randn(args.batch, args.hidden, generator=gen)
     y = torch.randn(args.batch, 1, generator=gen)
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=1, warmup=1, active=args.active),
-                 on_trace_ready=lambda p: p.export_chrome_trace(
-                     os.path.join(args.out, f"kineto-rank{rank}.json")),
-                 record_shapes=True) as prof:
+    with profiler(rank, args) as prof:
         for _ in range(2 + args.active):
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            train_step(model, opt, x, y)
             prof.step()
     dist.barrier()
     dist.destroy_process_group()
@@ -84,23 +76,13 @@ def _rank(rank: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out")
-    p.add_argument("--world", type=int, default=6)
+    add_job_args(p, world=6, hidden=128, batch=32, active=6, port=29651)
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--delay-group", type=int, default=-1,
                    help="tensor-parallel group on delayed links (-1: none)")
     p.add_argument("--link-delay-ms", type=float, default=20.0)
     p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--hidden", type=int, default=128)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--active", type=int, default=6)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--port", type=int, default=29651)
-    args = p.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    mp.spawn(_rank, args=(args,), nprocs=args.world, join=True)
-    return 0
-
+    return spawn(_rank, p.parse_args(argv))
 
 if __name__ == "__main__":
     sys.exit(main())
