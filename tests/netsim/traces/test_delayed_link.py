@@ -19,19 +19,22 @@ pytest.importorskip("torch")
 
 HERE = Path(__file__).resolve().parent
 DELAY_MS = 5.0
+ACTIVE = 8
+"""Profiled steps, as the snippet of ``docs/diagnose.md`` traces them."""
 
 
 @pytest.fixture(scope="session")
 def delayed_run(run_job, tmp_path_factory):
-    """Pair (2, 3) of three on links 5 ms late each way; 6 profiled steps."""
+    """Pair (2, 3) of three on links ``DELAY_MS`` late each way."""
     return run_job("tp_job.py", tmp_path_factory.mktemp("delayed") / "kineto",
-                   "--delay-group", "1", "--link-delay-ms", str(DELAY_MS), "--port", "29661")
+                   "--delay-group", "1", "--link-delay-ms", str(DELAY_MS),
+                   "--active", str(ACTIVE), "--port", "29661")
 
 
 @pytest.fixture(scope="session")
 def clean_tp_run(run_job, tmp_path_factory):
     return run_job("tp_job.py", tmp_path_factory.mktemp("clean_tp") / "kineto",
-                   "--port", "29671")
+                   "--active", str(ACTIVE), "--port", "29671")
 
 
 def _diagnose(path: Path, capsys) -> dict:
@@ -51,7 +54,7 @@ def test_delayed_link_is_named_alone(delayed_run, capsys):
     assert out["stragglers"] == [], out["stragglers"]
     calls = [c["end_s"] - c["start_s"] for c in read_traces(delayed_run).ranks[2].collectives
              if c["group"] == [2, 3]]
-    assert len(calls) == 6 * 4  # two row-parallel layers: forward and backward all-reduces
+    assert len(calls) == ACTIVE * 4  # two row-parallel layers: forward and backward all-reduces
     assert np.median(calls) >= DELAY_MS * 1e-3  # every call waits for a message on the link
 
 

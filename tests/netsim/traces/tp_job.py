@@ -76,7 +76,7 @@ def _rank(rank: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_job_args(p, world=6, hidden=128, batch=32, active=6, port=29651)
+    add_job_args(p, world=6, hidden=512, batch=128, active=8, port=29651)
     p.add_argument("--tp", type=int, default=2)
     p.add_argument("--delay-group", type=int, default=-1,
                    help="tensor-parallel group on delayed links (-1: none)")
