@@ -118,6 +118,31 @@ def test_layout_kinds_and_inference():
         Layout(dp=4, ep=3)
 
 
+def test_time_in_a_collectives_call_is_not_compute():
+    """``torch.distributed.nn``'s ``_AllReduce`` holds the call: its time outside the
+    operators it records (the call's Python, the wait, the wake-up; milliseconds on a loaded
+    host) is not compute. Only its other children are, in the phase of the outermost."""
+    from netsim.traces.generic_kineto import compute_records
+
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                "dur": dur}
+
+    ev = [{**op("ProfilerStep#1", 0.0, 20000.0), "cat": "user_annotation"},
+          op("_AllReduce", 100.0, 6000.0), op("aten::clone", 110.0, 50.0),
+          op("c10d::allreduce_", 3000.0, 60.0), op("aten::mm", 7000.0, 500.0),
+          op("autograd::engine::evaluate_function: _AllReduceBackward", 8000.0, 9000.0),
+          op("_AllReduceBackward", 8010.0, 8980.0), op("_AllReduce", 8020.0, 8960.0),
+          op("aten::clone", 8030.0, 40.0), op("c10d::allreduce_", 8100.0, 60.0),
+          {**op("gloo:all_reduce", 8200.0, 300.0), "tid": 2, "cat": "user_annotation"},
+          op("trainer/comm/tp/0,1", 17500.0, 900.0), op("aten::copy_", 17510.0, 100.0),
+          op("c10d::allreduce_", 17700.0, 60.0)]  # a labelled call: none of it is compute
+    recs = compute_records({"traceEvents": ev}, 0.0)
+    assert [(r["phase"], r["name"], round((r["end_s"] - r["start_s"]) * 1e6)) for r in recs] \
+        == [("forward", "aten::clone", 50), ("forward", "aten::mm", 500),
+            ("backward", "aten::clone", 40)]
+
+
 def test_gpu_kernels_are_the_compute(tmp_path):
     """A GPU job's trace (NCCL): compute from its non-NCCL kernels, each in the phase of the
     CPU operator that launched it; the NCCL kernel is the collective's transfer."""
