@@ -18,7 +18,10 @@ x ``Input type``):
   the one axis along which its group's ranks differ (``other`` for none or several);
 - compute (when the trace has no ``trainer/...`` ranges): GPU kernels outside NCCL where the
   trace has kernels, else the top-level CPU operators of the thread that stepped the
-  profiler, communication operators left out; phase ``backward`` inside the autograd
+  profiler, communication operators left out, and an operator that holds one (the call's
+  wrapper: ``_AllReduce`` of ``torch.distributed.nn``) replaced by its other children, so
+  that the time spent in a collective's call outside its recorded span (its Python, the
+  wait, the thread's wake-up) is not counted as compute; phase ``backward`` inside the autograd
   engine (``autograd::engine::evaluate_function``), ``optimizer`` inside ``Optimizer.step#``,
   ``forward`` otherwise; each record named by its operator or kernel.
 
@@ -243,7 +246,7 @@ def _assign_groups(rank: RankTrace, groups: list[list[int]], layout: Layout,
 
 def compute_records(doc: dict, t0: float) -> list[dict]:
     """Compute records of a foreign job (module doc): GPU kernels outside NCCL, else the
-    top-level CPU operators of the thread that stepped the profiler."""
+    CPU operators of the thread that stepped the profiler (``cpu_operators``)."""
     events = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "dur" in e
               and isinstance(e.get("ts"), (int, float))]
     steps = sorted((e["ts"], e["ts"] + e["dur"], int(STEP.match(e["name"]).group(1)),
@@ -251,19 +254,43 @@ def compute_records(doc: dict, t0: float) -> list[dict]:
     if not steps:
         return []
     tid = steps[0][3]
-    top = _top_level([e for e in events if e.get("tid") == tid and e.get("cat") != "kernel"
-                      and not STEP.match(str(e.get("name", "")))])
+    ops = [e for e in events if e.get("tid") == tid and e.get("cat") != "kernel"
+           and not STEP.match(str(e.get("name", "")))]
     kernels = [e for e in events if e.get("cat") == "kernel"
                and "nccl" not in str(e.get("name", "")).lower()]
+    roots = [(e, _phase(str(e.get("name", "")))) for e in _top_level(ops)]
     out = []
-    for e in top:
+    for e, phase in roots if kernels else cpu_operators(ops):
         step = _step_of(steps, e["ts"])
         name = str(e.get("name", ""))
         if step is None or name.startswith(COMM_PREFIXES):
             continue
-        out.append(_record(step, _phase(name), name, e["ts"], e["dur"], t0))
+        out.append(_record(step, phase, name, e["ts"], e["dur"], t0))
     if kernels:
         return _kernel_records(kernels, out, events, t0)
+    return out
+
+
+def cpu_operators(ops: list[dict], phase: str | None = None) -> list[tuple[dict, str]]:
+    """The top-level operators of one thread's ``ops``, with their phase; one that holds a
+    communication operator (``torch.distributed.nn``'s ``_AllReduce``, a hook that posts a
+    call) is replaced by its own children, recursively, in its phase: the time between them
+    is spent in the collective's call (its Python, its wait, the thread's wake-up), not in
+    compute."""
+    ops = sorted(ops, key=lambda e: (e["ts"], -e["dur"]))
+    starts = [e["ts"] for e in ops]
+    out = []
+    for e in _top_level(ops):
+        i = bisect.bisect_left(starts, e["ts"])
+        j = bisect.bisect_left(starts, e["ts"] + e["dur"] + 1e-9, lo=i)
+        inner = [o for o in ops[i:j] if o is not e]
+        name = str(e.get("name", ""))
+        mine = phase or _phase(name)
+        if not name.startswith(COMM_PREFIXES) and any(
+                str(o.get("name", "")).startswith(COMM_PREFIXES) for o in inner):
+            out += cpu_operators(inner, mine)
+        else:
+            out.append((e, mine))
     return out
 
 

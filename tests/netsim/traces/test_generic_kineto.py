@@ -5,47 +5,32 @@ this project's trainer) read into ``netsim diagnose`` and ``netsim calibrate``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
-JOB = Path(__file__).resolve().parent / "torch_job.py"
-
-
-def _job(out: Path, *args: str) -> Path:
-    cmd = [sys.executable, str(JOB), str(out), *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
 @pytest.fixture(scope="session")
-def ddp_slow(tmp_path_factory):
+def ddp_slow(run_job, tmp_path_factory):
     """4-rank DDP, rank 1 with 40 more matrix products per step, 5 profiled steps."""
-    return _job(tmp_path_factory.mktemp("ddp") / "kineto", "--world", "4", "--slow-rank", "1",
-                "--port", "29611")
+    return run_job("torch_job.py", tmp_path_factory.mktemp("ddp") / "kineto", "--world", "4",
+                   "--slow-rank", "1", "--port", "29611")
 
 
 @pytest.fixture(scope="session")
-def ddp_pair(tmp_path_factory):
+def ddp_pair(run_job, tmp_path_factory):
     """Issue #31's scenario: 2-rank DDP on gloo traced as the torch.profiler docs show
     (schedule(wait=1, warmup=1, active=5)), rank 1 with 40 more matrix products per step."""
-    return _job(tmp_path_factory.mktemp("pair") / "kineto", "--world", "2", "--slow-rank", "1",
-                "--port", "29631")
+    return run_job("torch_job.py", tmp_path_factory.mktemp("pair") / "kineto", "--world", "2",
+                   "--slow-rank", "1", "--port", "29631")
 
 
 @pytest.fixture(scope="session")
-def fsdp_run(tmp_path_factory):
+def fsdp_run(run_job, tmp_path_factory):
     """2-rank FSDP2 (fully_shard; FSDP1 refuses a CPU-only host), with its execution trace."""
-    return _job(tmp_path_factory.mktemp("fsdp") / "kineto", "--wrap", "fsdp", "--port", "29621",
-                "--execution-trace")
+    return run_job("torch_job.py", tmp_path_factory.mktemp("fsdp") / "kineto", "--wrap", "fsdp",
+                   "--port", "29621", "--execution-trace")
 
 
 def test_ddp_slowed_rank_is_named_alone(ddp_slow, capsys):
@@ -131,6 +116,31 @@ def test_layout_kinds_and_inference():
     assert infer_layout([[0, 1, 2, 3]], 4) == Layout(dp=4)
     with pytest.raises(ValueError, match="--ep 3 must divide --dp 4"):
         Layout(dp=4, ep=3)
+
+
+def test_time_in_a_collectives_call_is_not_compute():
+    """``torch.distributed.nn``'s ``_AllReduce`` holds the call: its time outside the
+    operators it records (the call's Python, the wait, the wake-up; milliseconds on a loaded
+    host) is not compute. Only its other children are, in the phase of the outermost."""
+    from netsim.traces.generic_kineto import compute_records
+
+    def op(name, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                "dur": dur}
+
+    ev = [{**op("ProfilerStep#1", 0.0, 20000.0), "cat": "user_annotation"},
+          op("_AllReduce", 100.0, 6000.0), op("aten::clone", 110.0, 50.0),
+          op("c10d::allreduce_", 3000.0, 60.0), op("aten::mm", 7000.0, 500.0),
+          op("autograd::engine::evaluate_function: _AllReduceBackward", 8000.0, 9000.0),
+          op("_AllReduceBackward", 8010.0, 8980.0), op("_AllReduce", 8020.0, 8960.0),
+          op("aten::clone", 8030.0, 40.0), op("c10d::allreduce_", 8100.0, 60.0),
+          {**op("gloo:all_reduce", 8200.0, 300.0), "tid": 2, "cat": "user_annotation"},
+          op("trainer/comm/tp/0,1", 17500.0, 900.0), op("aten::copy_", 17510.0, 100.0),
+          op("c10d::allreduce_", 17700.0, 60.0)]  # a labelled call: none of it is compute
+    recs = compute_records({"traceEvents": ev}, 0.0)
+    assert [(r["phase"], r["name"], round((r["end_s"] - r["start_s"]) * 1e6)) for r in recs] \
+        == [("forward", "aten::clone", 50), ("forward", "aten::mm", 500),
+            ("backward", "aten::clone", 40)]
 
 
 def test_gpu_kernels_are_the_compute(tmp_path):

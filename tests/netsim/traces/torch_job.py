@@ -40,6 +40,42 @@ def _wrap(model: torch.nn.Module, how: str) -> torch.nn.Module:
     return fully_shard(model)
 
 
+def profiler(rank: int, args: argparse.Namespace, et=None) -> profile:
+    """torch.profiler as its docs show: ``OUT/kineto-rank{R}.json`` over ``args.active`` steps
+    after one waited and one warm-up step, with shapes (and the execution trace ``et``)."""
+    return profile(activities=[ProfilerActivity.CPU],
+                   schedule=schedule(wait=1, warmup=1, active=args.active),
+                   on_trace_ready=lambda p: p.export_chrome_trace(
+                       os.path.join(args.out, f"kineto-rank{rank}.json")),
+                   record_shapes=True, execution_trace_observer=et)
+
+
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+               y: torch.Tensor) -> None:
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def add_job_args(p: argparse.ArgumentParser, world: int, hidden: int, batch: int,
+                 active: int, port: int) -> None:
+    """The arguments every test job takes, with its defaults."""
+    p.add_argument("out")
+    p.add_argument("--world", type=int, default=world)
+    p.add_argument("--hidden", type=int, default=hidden)
+    p.add_argument("--batch", type=int, default=batch)
+    p.add_argument("--active", type=int, default=active)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--port", type=int, default=port)
+
+
+def spawn(rank_fn, args: argparse.Namespace) -> int:
+    os.makedirs(args.out, exist_ok=True)
+    mp.spawn(rank_fn, args=(args,), nprocs=args.world, join=True)
+    return 0
+
+
 def _rank(rank: int, args: argparse.Namespace) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
     torch.set_num_threads(1)
@@ -56,20 +92,12 @@ def _rank(rank: int, args: argparse.Namespace) -> None:
     if args.execution_trace:
         et = ExecutionTraceObserver().register_callback(
             os.path.join(args.out, f"et-rank{rank}.json"))
-    steps = 2 + args.active
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=1, warmup=1, active=args.active),
-                 on_trace_ready=lambda p: p.export_chrome_trace(
-                     os.path.join(args.out, f"kineto-rank{rank}.json")),
-                 record_shapes=True, execution_trace_observer=et) as prof:
-        for _ in range(steps):
+    with profiler(rank, args, et) as prof:
+        for _ in range(2 + args.active):
             h = x
             for _ in range(extra):  # the slowed rank's extra work
                 h = torch.tanh(h @ w)
-            loss = torch.nn.functional.mse_loss(model(h), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            train_step(model, opt, h, y)
             prof.step()
     dist.barrier()
     dist.destroy_process_group()
@@ -77,22 +105,12 @@ def _rank(rank: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("out")
-    p.add_argument("--world", type=int, default=2)
+    add_job_args(p, world=2, hidden=256, batch=64, active=5, port=29571)
     p.add_argument("--wrap", choices=("ddp", "fsdp"), default="ddp")
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--extra-matmuls", type=int, default=40)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--active", type=int, default=5)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--port", type=int, default=29571)
     p.add_argument("--execution-trace", action="store_true")
-    args = p.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    mp.spawn(_rank, args=(args,), nprocs=args.world, join=True)
-    return 0
-
+    return spawn(_rank, p.parse_args(argv))
 
 if __name__ == "__main__":
     sys.exit(main())
