@@ -103,8 +103,12 @@ def predicted_work(run) -> dict[str, float]:
 
 def measured_work(run) -> dict[str, float]:
     """The ranks' measured CPU time of a step (process CPU of the step records), summed over the
-    ranks, and the part in the fitted compute records, means over the kept steps."""
-    first = min(r["step"] for r in run.ranks[0].iterations) + 1
+    ranks, and the part in the fitted compute records, means over the steps
+    ``TraceRun.iteration_s`` keeps."""
+    its = run.ranks[0].iterations
+    first = int(run.summary.get("start_step", its[0]["step"])) + 1
+    if not any(r["step"] >= first for r in its):
+        first = its[0]["step"]
     step, comp = defaultdict(float), defaultdict(float)
     for rank in run.ranks:
         for c in rank.compute:
