@@ -209,7 +209,7 @@ def test_profiled_run_predicts_itself_within_10_percent(profiled_run):
     """Issue #27: a run traced with --profile, calibrated from its Kineto files alone, predicts
     its own measured median step within 10%. The host utilization is measured over the
     recorded steps: over the host window (which holds the trace export after the last step)
-    the loop ran 9-20% low (docs/diagnose.md)."""
+    the loop ran 11-15% low on three runs (docs/diagnose.md, "Utilization over the steps")."""
     import numpy as np
 
     from netsim.diagnose.calibrated import default_host_cores, hardware_for
