@@ -205,6 +205,7 @@ def profiled_run(python, subprocess_env, tmp_path_factory):
     return d / "kineto"
 
 
+@pytest.mark.slow  # its own profiled trainer run: ~30 s and more on a loaded 2-core host
 def test_profiled_run_predicts_itself_within_10_percent(profiled_run):
     """Issue #27: a run traced with --profile, calibrated from its Kineto files alone, predicts
     its own measured median step within 10%. The host utilization is measured over the
