@@ -22,8 +22,9 @@ together on every rank). What each rank-step spends outside the fitted compute r
 (collectives, framework overhead) is fitted as ``HostCost`` (``netsim.workload.host``):
 ``cpu_iter_s + messages x cpu_msg_s + bus bytes / cpu_bytes_per_s`` (messages: ring steps).
 The run's ranks keep only part of the cores left to them busy (``host_utilization``: all of
-them wait at moments, while a loopback transfer is in flight); that fraction is measured from
-the trainer's host records and divides the cores in the prediction.
+them wait at moments, while a loopback transfer is in flight); that fraction is measured over
+the run's steps (their process CPU time over their wall time; the trainer's host records
+where the steps carry no CPU time) and divides the cores in the prediction.
 """
 
 from __future__ import annotations
@@ -371,13 +372,15 @@ def _compute_points(run: TraceRun, skip: int,
             layer = c.get("layer")
             moe = bool(layer is not None and layer < len(moe_mask) and moe_mask[layer])
             samples[(phase, moe)].append(_record_work(tl, i, c))
+    # a shared host's bound sums the work: a phase's mean record; without it, the median
+    typical = np.median if tl.cores == math.inf else np.mean
     out: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for key, ts in samples.items():
         if key[0].startswith("optimizer@"):
             params = _stage_params(run, model, int(key[0].split("@")[1]))
-            out["optimizer"].append((OPTIMIZER_BYTES_PER_PARAM * params, float(np.median(ts))))
+            out["optimizer"].append((OPTIMIZER_BYTES_PER_PARAM * params, float(typical(ts))))
         else:
-            out[key[0]].append((x_of(key), float(np.median(ts))))
+            out[key[0]].append((x_of(key), float(typical(ts))))
     return out
 
 
@@ -546,15 +549,52 @@ def fit_calibration(runs: list[TraceRun], benches: list[list[dict]] = (),
 
 
 def host_utilization(runs: list[TraceRun], cores: float) -> dict[str, float]:
-    """``{"utilization": u}``: the median over ``runs`` of the cores their ranks used (their
-    CPU time over the wall time, the trainer's ``host`` records) over the cores left to them
-    (``HostCost.utilization``); empty when no run recorded both."""
+    """``{"utilization": u}``: the median over ``runs`` of the cores their ranks used over the
+    cores left to them (``HostCost.utilization``); empty when no run recorded both.
+
+    The cores used are measured over the steps the prediction is compared with
+    (``step_cores``: the steps' process CPU time over their wall time) where the step records
+    carry CPU time, else over the trainer's host window (its ``host`` records: CPU over wall
+    time since the warm-up step). The window also holds what runs once after the last step (a
+    profiled run's trace export: seconds of CPU on every rank), and other load on the host
+    varies over it; the steps' own figure is free of both."""
     us = []
     for run in runs:
-        used, avail = run.host.get("trainer_cores"), run.host.get("available_cores", cores)
+        used = step_cores(run) or run.host.get("trainer_cores")
+        avail = run.host.get("available_cores", cores)
         if used and avail and not math.isinf(avail):
             us.append(min(1.0, float(used) / min(float(avail), cores)))
     return {"utilization": float(np.median(us))} if us else {}
+
+
+def step_cores(run: TraceRun, skip: int = 1) -> float | None:
+    """Cores the ranks of ``run`` kept busy during its steps: the step records' process CPU
+    time (``cpu_s`` of the ``iteration`` records, all threads), summed over the ranks, over
+    rank 0's step times, both over the steps ``TraceRun.iteration_s`` keeps (the warm-up
+    dropped) that every rank recorded, stalls (``STALL_FACTOR``) left out. None when the
+    records carry no CPU time."""
+    ranks = getattr(run, "ranks", None)
+    if not ranks:
+        return None
+    wall = {r["step"]: r["iteration_s"] for r in ranks[0].iterations}
+    first = int(run.summary.get("start_step", min(wall, default=0))) + skip
+    cpu: dict[int, list[float]] = defaultdict(list)
+    for rank in ranks:
+        for c in rank.compute:
+            if c["phase"] == "iteration" and c.get("cpu_s") is not None and c["step"] in wall:
+                cpu[c["step"]].append(float(c["cpu_s"]))
+    full = [k for k, v in cpu.items() if len(v) == len(ranks) and wall[k] > 0]
+    steps = [k for k in full if k >= first] or full
+    if not steps:
+        return None
+    typical = float(np.median([wall[k] for k in steps]))
+    steps = [k for k in steps if wall[k] <= STALL_FACTOR * typical]
+    return sum(sum(cpu[k]) for k in steps) / sum(wall[k] for k in steps)
+
+
+STALL_FACTOR = 2.0
+"""A step longer than this many times the median step is a stall (a profiler's start: wall
+time with the ranks waiting, not working) that the measured median step leaves out too."""
 
 
 def hardware_of(runs: list[TraceRun]) -> dict[str, Any]:

@@ -72,7 +72,8 @@ def stage_calls(job, model, stage: int) -> tuple[float, float]:
     TP all-reduces of ``b s h`` activations plus three of ``b s`` on the last stage (the
     vocabulary-parallel cross-entropy); ``m`` sends and ``m`` receives per pipeline
     neighbour; the stage's gradients in buckets of ``DP_BUCKET_BYTES`` (all-reduce, or
-    reduce-scatter + all-gather); the tied-embedding all-reduce between first and last stage;
+    reduce-scatter + all-gather), a tied embedding's copy in its own (``_own_tied_bucket``); the
+    tied-embedding all-reduce between first and last stage;
     one 8-byte loss all-reduce over the world.
     """
     p, m, tp, dp = job.pp, job.micro_batches, job.tp, job.dp
@@ -94,12 +95,22 @@ def stage_calls(job, model, stage: int) -> tuple[float, float]:
         msgs += ring_steps("all_reduce", 2)
         bus += model.vocab * model.hidden / tp * job.grad_bytes
     dense, expert = _stage_params_split(job, model, stage)
-    for params, n in ((dense, dp * cp), (expert, dp * cp // getattr(job, "ep", 1))):
+    tied = model.vocab * model.hidden if _own_tied_bucket(job, model, stage) else 0.0
+    for params, n in ((dense - tied, dp * cp), (tied, dp * cp),
+                      (expert, dp * cp // getattr(job, "ep", 1))):
         if n > 1 and params:
             m_b = _grad_reduction(job, params / tp * job.grad_bytes, n)
             msgs, bus = msgs + m_b[0], bus + m_b[1]
     m_b = _cp_ep_calls(job, model, stage)
     return msgs + m_b[0], bus + m_b[1]
+
+
+def _own_tied_bucket(job, model, stage: int) -> bool:
+    """Whether the stage's copy of a tied word embedding is reduced over dp in a bucket of its
+    own: the trainer (``trainer/data_parallel.py``) reduces it after the embedding group's sum,
+    never from a backward hook, on the first and the last stage when ``pp > 1``."""
+    return bool(job.pp > 1 and stage in (0, job.pp - 1)
+                and getattr(model, "tied_embeddings", False))
 
 
 def _grad_reduction(job, grad: float, n: int) -> tuple[float, float]:
