@@ -744,7 +744,8 @@ ITERATION_FIT_MIN_RUNS = 4  # three unknowns and one degree of freedom
 ITERATION_FIT_TERMS = ("compute_scale", "cpu_msg_s", "cpu_iter_s", "cpu_bytes_per_s")
 """Unknowns of the iteration fit, in the order they are freed; at most ``runs - 1`` are: an
 exactly determined fit passes through its runs' noise (one repeat of the four calibration
-layouts of ``experiments/heldout_accuracy``). A term left out keeps its per-record value."""
+layouts of ``experiments/heldout_accuracy``). A term left out keeps its per-record value.
+Runs count by their distinct layouts: a repeat's row holds the unknowns as its layout's does."""
 
 
 def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: float,
@@ -777,8 +778,8 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
     non-negative least squares on relative errors, one row per run (``C``: the cores left to
     the run). ``a`` scales every compute fit. Needs at least ``ITERATION_FIT_MIN_RUNS``
     host-bound runs; otherwise ``cal`` comes back unchanged, with the reason in
-    ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``runs - 1``
-    are fitted, so that the fit averages over its runs instead of passing through them; the
+    ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``layouts - 1``
+    are fitted (repeats of a layout count once), so that the fit averages over its runs instead of passing through them; the
     others keep their per-record values (``host["iteration_fit"]["terms"]``: the fitted ones).
     ``holdout``: also the fit's out-of-sample error (``netsim.diagnose.coverage.holdout_error``:
     each layout left out in turn), the basis of every prediction's interval.
@@ -806,7 +807,8 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
                        calibration=var).host_s * cores
 
     t = np.array(y)
-    free = min(len(ITERATION_FIT_TERMS), len(cases) - 1)
+    layouts = len({repr(job) for job, _ in cases})  # repeats of a layout add no unknown's worth
+    free = min(len(ITERATION_FIT_TERMS), layouts - 1)
     fixed = np.array([1.0, cal.host.get("cpu_msg_s", 0.0), cal.host.get("cpu_iter_s", 0.0),
                       1.0 / cal.host.get("cpu_bytes_per_s", math.inf)])
     scale_a = 1.0
@@ -824,7 +826,8 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
     pred = np.array([work(job, cores, *map(float, coef)) for job, cores in cases])
     rel = (pred - t) / t
     out.host["compute_scale"] = float(coef[0])
-    out.host["iteration_fit"] = {"runs": len(cases), "terms": list(ITERATION_FIT_TERMS[:free]),
+    out.host["iteration_fit"] = {"runs": len(cases), "layouts": layouts,
+                                 "terms": list(ITERATION_FIT_TERMS[:free]),
                                  "rel_rms": float(np.sqrt(np.mean(rel**2))),
                                  "max_rel": float(np.max(np.abs(rel)))}
     if holdout:

@@ -9,7 +9,9 @@
   rule): ``host["iteration_fit"]["holdout_max_rel"]``, with each layout's ``[error, ratio]``.
 - ``extrapolation``: the axes on which a job lies outside what was seen, each with its
   distance ratio (``max(value / largest, smallest / value)``).
-- ``interval``: ``prediction x (1 -/+ h)``: ``h`` the held-out error (or, without one, the
+- ``interval``: ``prediction x (1 -/+ h)``: ``h`` the held-out error, at least the iteration
+  fit's worst residual over its runs (the scatter of one run about the fit: repeats of a
+  layout differ by more than a left-out layout's median is off) (or, without one, the
   host fit's relative RMS residual over rank-steps, or the worst in-sample residual of the
   compute and comm fits, whichever is larger), multiplied by every extrapolation
   ratio: no extra parameter, wider the further the job is from the calibration runs.
@@ -72,7 +74,11 @@ def base_half_width(cal) -> tuple[float, str]:
     """(relative half-width, its basis) of a prediction on the calibrated layouts."""
     it = (cal.host or {}).get("iteration_fit")
     if isinstance(it, dict) and it.get("holdout_max_rel") is not None:
-        return float(it["holdout_max_rel"]), (
+        held, noise = float(it["holdout_max_rel"]), float(it.get("max_rel", 0.0))
+        if noise > held:  # one run strays this far from the fit even on a calibrated layout
+            return noise, (f"worst residual of the iteration fit over its {it['runs']} runs "
+                           "(more than any of its layouts left out)")
+        return held, (
             f"worst error per unit of extrapolation of the calibration's "
             f"{it['holdout_layouts']} layouts each left out of the iteration fit")
     host_rms = float((cal.host or {}).get("rel_rms", 0.0))
