@@ -178,7 +178,7 @@ STUDIES: tuple[Study, ...] = (
           docs=("README.md", "docs/validation.md", EXPERIMENTS_DOC)),
     Study("heldout_accuracy", ("heldout.csv", "calibration.json", "heldout.png"),
           sweeps=False, out_flag="--results", args=("--repeats", "2"),
-          timing="10 eight-rank trainer runs timed on this host: every "
+          timing="14 eight-rank trainer runs timed on this host: every "
                  "figure is a measured or predicted time, so only which configuration ran in "
                  "which role, how often, is compared",
           ignore=HELDOUT_TIMES,

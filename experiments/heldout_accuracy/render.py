@@ -23,6 +23,23 @@ def table(rows: list[dict]) -> str:
                            "cores left"], body, "llrrrrrrr")
 
 
+def _is_shape(config: str) -> bool:
+    """A configuration of another shape than the calibration's (``-L`` layers, ``-s`` seq)."""
+    return "-L" in config or "-s" in config
+
+
+def by_kind(held: list[dict]) -> str:
+    """Median and worst absolute error of the held-out layouts and of the other shapes."""
+    parts = []
+    for label, rows in (("other layouts", [r for r in held if not _is_shape(r["config"])]),
+                        ("other shapes", [r for r in held if _is_shape(r["config"])])):
+        if rows:
+            err = np.abs([float(r["error"]) for r in rows])
+            parts.append(f"{len(rows)} {label}: median {100 * np.median(err):.1f}%, worst "
+                         f"{100 * err.max():.1f}%")
+    return "; ".join(parts)
+
+
 def values(results: Path) -> dict[str, str]:
     rows = read_csv(results / "heldout.csv")
     held = [r for r in rows if r["role"] == "held-out"]
@@ -35,6 +52,7 @@ def values(results: Path) -> dict[str, str]:
             f"{len(held)} held-out configurations: median absolute error "
             f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}% (predicting for an idle "
             f"host instead: {100 * np.median(nominal):.1f}% and {100 * nominal.max():.1f}%)"),
+        "heldout_accuracy.by_kind": by_kind(held),
         "heldout_accuracy.cores": f"{min(cores):.2f}-{max(cores):.2f}",
         "heldout_accuracy.interval": (
             f"{sum(r['inside'] in ('True', 'true', '1') for r in held)} of {len(held)}"),
