@@ -182,6 +182,9 @@ STUDIES: tuple[Study, ...] = (
                  "figure is a measured or predicted time, so only which configuration ran in "
                  "which role, how often, is compared",
           ignore=HELDOUT_TIMES,
+          # the expert- and context-parallel configurations (docs/validation.md, issue #18)
+          extras=(Extra("modern", "run", ("--modern", "--repeats", "2"),
+                        (("heldout.csv", "results/modern.csv"),), out_flag="--results"),),
           render="experiments.heldout_accuracy.render:values",
           docs=("README.md", "docs/validation.md", EXPERIMENTS_DOC)),
     Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,

@@ -40,6 +40,26 @@ def by_kind(held: list[dict]) -> str:
     return "; ".join(parts)
 
 
+def summary(rows: list[dict]) -> str:
+    """Median and worst absolute error of the held-out rows, and how many lie inside their
+    interval."""
+    held = [r for r in rows if r["role"] == "held-out"]
+    err = np.abs([float(r["error"]) for r in held])
+    inside = sum(r["inside"] in ("True", "true", "1") for r in held)
+    return (f"{len(held)} held-out configurations: median absolute error "
+            f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}%; {inside} of "
+            f"{len(held)} inside their interval")
+
+
+def modern_values(results: Path) -> dict[str, str]:
+    """The ``--modern`` configurations' table and summary (``results/modern.csv``)."""
+    if not (results / "modern.csv").exists():
+        return {}
+    rows = read_csv(results / "modern.csv")
+    return {"heldout_accuracy.modern_table": table(rows),
+            "heldout_accuracy.modern_held_out": summary(rows)}
+
+
 def values(results: Path) -> dict[str, str]:
     rows = read_csv(results / "heldout.csv")
     held = [r for r in rows if r["role"] == "held-out"]
@@ -58,4 +78,5 @@ def values(results: Path) -> dict[str, str]:
             f"{sum(r['inside'] in ('True', 'true', '1') for r in held)} of {len(held)}"),
         "heldout_accuracy.spread": (
             f"{100 * max(float(r['measured_spread_s']) / float(r['measured_s']) for r in rows):.0f}%"),
+        **modern_values(results),
     }
