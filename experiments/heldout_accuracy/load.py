@@ -74,19 +74,16 @@ class LoadSampler:
         """Iteration records rank 0 has written so far (one per finished step); an earlier
         run's file counts from when it is rewritten."""
         sig = self._signature()
-        if sig is not None and sig == self._stale:
+        if sig is None or sig == self._stale:
             return self._steps
         self._stale = None
-        if sig is not None and self.trace_file.stat().st_size < self._offset:
-            self._offset, self._steps, self._tail = 0, 0, b""  # truncated: a new run's file
-        if sig is not None:
-            with open(self.trace_file, "rb") as fh:
-                fh.seek(self._offset)
-                new = fh.read()
-            self._offset += len(new)
-            text = self._tail + new
-            self._steps += text.count(MARK)
-            self._tail = text[-(len(MARK) - 1):]  # too short to hold a whole mark
+        with open(self.trace_file, "rb") as fh:
+            fh.seek(self._offset)
+            new = fh.read()
+        self._offset += len(new)
+        text = self._tail + new
+        self._steps += text.count(MARK)
+        self._tail = text[-(len(MARK) - 1):]  # too short to hold a whole mark
         return self._steps
 
     def _loop(self, pid: int) -> None:

@@ -28,27 +28,39 @@ def _is_shape(config: str) -> bool:
     return "-L" in config or "-s" in config
 
 
+def _errors(rows: list[dict], column: str = "error") -> np.ndarray:
+    """Absolute relative errors of ``rows`` in ``column``."""
+    return np.abs([float(r[column]) for r in rows])
+
+
+def _median_worst(err: np.ndarray, between: str = ", worst ") -> str:
+    return f"{100 * np.median(err):.1f}%{between}{100 * err.max():.1f}%"
+
+
+def _inside(held: list[dict]) -> str:
+    return f"{sum(r['inside'] in ('True', 'true', '1') for r in held)} of {len(held)}"
+
+
+def _held_out(rows: list[dict]) -> list[dict]:
+    return [r for r in rows if r["role"] == "held-out"]
+
+
 def by_kind(held: list[dict]) -> str:
     """Median and worst absolute error of the held-out layouts and of the other shapes."""
     parts = []
     for label, rows in (("other layouts", [r for r in held if not _is_shape(r["config"])]),
                         ("other shapes", [r for r in held if _is_shape(r["config"])])):
         if rows:
-            err = np.abs([float(r["error"]) for r in rows])
-            parts.append(f"{len(rows)} {label}: median {100 * np.median(err):.1f}%, worst "
-                         f"{100 * err.max():.1f}%")
+            parts.append(f"{len(rows)} {label}: median {_median_worst(_errors(rows))}")
     return "; ".join(parts)
 
 
 def summary(rows: list[dict]) -> str:
     """Median and worst absolute error of the held-out rows, and how many lie inside their
     interval."""
-    held = [r for r in rows if r["role"] == "held-out"]
-    err = np.abs([float(r["error"]) for r in held])
-    inside = sum(r["inside"] in ("True", "true", "1") for r in held)
+    held = _held_out(rows)
     return (f"{len(held)} held-out configurations: median absolute error "
-            f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}%; {inside} of "
-            f"{len(held)} inside their interval")
+            f"{_median_worst(_errors(held))}; {_inside(held)} inside their interval")
 
 
 def modern_values(results: Path) -> dict[str, str]:
@@ -62,20 +74,17 @@ def modern_values(results: Path) -> dict[str, str]:
 
 def values(results: Path) -> dict[str, str]:
     rows = read_csv(results / "heldout.csv")
-    held = [r for r in rows if r["role"] == "held-out"]
-    err = np.abs([float(r["error"]) for r in held])
-    nominal = np.abs([float(r["error_nominal"]) for r in held])
+    held = _held_out(rows)
     cores = [float(r["available_cores"]) for r in rows]
     return {
         "heldout_accuracy.table": table(rows),
         "heldout_accuracy.held_out": (
             f"{len(held)} held-out configurations: median absolute error "
-            f"{100 * np.median(err):.1f}%, worst {100 * err.max():.1f}% (predicting for an idle "
-            f"host instead: {100 * np.median(nominal):.1f}% and {100 * nominal.max():.1f}%)"),
+            f"{_median_worst(_errors(held))} (predicting for an idle host instead: "
+            f"{_median_worst(_errors(held, 'error_nominal'), ' and ')})"),
         "heldout_accuracy.by_kind": by_kind(held),
         "heldout_accuracy.cores": f"{min(cores):.2f}-{max(cores):.2f}",
-        "heldout_accuracy.interval": (
-            f"{sum(r['inside'] in ('True', 'true', '1') for r in held)} of {len(held)}"),
+        "heldout_accuracy.interval": _inside(held),
         "heldout_accuracy.spread": (
             f"{100 * max(float(r['measured_spread_s']) / float(r['measured_s']) for r in rows):.0f}%"),
         **modern_values(results),

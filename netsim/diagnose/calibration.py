@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from netsim.diagnose.coverage import holdout_error, seen_of
+from netsim.diagnose.coverage import holdout_error, layout_key, seen_of
 from netsim.model.hardware import HardwareProfile
 from netsim.model.models import ModelConfig
 from netsim.traces.records import RankTrace, TraceRun
@@ -742,10 +742,10 @@ HARDWARE_KEYS = {"name": (str, {}), "device": (str, {}), "hosts": (list[str], {}
 
 ITERATION_FIT_MIN_RUNS = 4  # three unknowns and one degree of freedom
 ITERATION_FIT_TERMS = ("compute_scale", "cpu_msg_s", "cpu_iter_s", "cpu_bytes_per_s")
-"""Unknowns of the iteration fit, in the order they are freed; at most ``runs - 1`` are: an
-exactly determined fit passes through its runs' noise (one repeat of the four calibration
-layouts of ``experiments/heldout_accuracy``). A term left out keeps its per-record value.
-Runs count by their distinct layouts: a repeat's row holds the unknowns as its layout's does."""
+"""Unknowns of the iteration fit, in the order they are freed; at most ``layouts - 1`` are
+(distinct layouts, ``coverage.layout_key``: repeats of one count once): an exactly determined
+fit passes through its runs' noise (the four calibration layouts of
+``experiments/heldout_accuracy``). A term left out keeps its per-record value."""
 
 
 def _host_variant(cal: Calibration, compute_scale: float, msg_s: float, iter_s: float,
@@ -778,9 +778,9 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
     non-negative least squares on relative errors, one row per run (``C``: the cores left to
     the run). ``a`` scales every compute fit. Needs at least ``ITERATION_FIT_MIN_RUNS``
     host-bound runs; otherwise ``cal`` comes back unchanged, with the reason in
-    ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``layouts - 1``
-    are fitted (repeats of a layout count once), so that the fit averages over its runs instead of passing through them; the
-    others keep their per-record values (``host["iteration_fit"]["terms"]``: the fitted ones).
+    ``host["iteration_fit"]``. Of the unknowns (``ITERATION_FIT_TERMS``) at most ``layouts -
+    1`` are fitted (repeats of a layout count once), so that the fit averages over its runs
+    instead of passing through them; the others keep their per-record values (``host["iteration_fit"]["terms"]``: the fitted ones).
     ``holdout``: also the fit's out-of-sample error (``netsim.diagnose.coverage.holdout_error``:
     each layout left out in turn), the basis of every prediction's interval.
     """
@@ -788,7 +788,7 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
 
     if math.isinf(cal.host_cores):
         return cal
-    cases, y = [], []
+    cases, y, seen = [], [], set()
     for run in runs:
         job = job_from_trace(run)
         cores = min(cal.host_cores, float(run.host.get("available_cores", cal.host_cores)))
@@ -796,6 +796,7 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
         if first.host_s < first.pipeline_s:
             continue  # not host-bound: the host equation does not hold for this run
         cases.append((job, cores))
+        seen.add(layout_key(run.meta))
         y.append(float(np.median(run.iteration_s(skip=1))) * cores)
     if len(cases) < ITERATION_FIT_MIN_RUNS:
         return replace(cal, host={**cal.host, "iteration_fit": {
@@ -807,7 +808,7 @@ def fit_host_on_iterations(cal: Calibration, runs: list[TraceRun],
                        calibration=var).host_s * cores
 
     t = np.array(y)
-    layouts = len({repr(job) for job, _ in cases})  # repeats of a layout add no unknown's worth
+    layouts = len(seen)  # a repeat's row holds the unknowns as its layout's does
     free = min(len(ITERATION_FIT_TERMS), layouts - 1)
     fixed = np.array([1.0, cal.host.get("cpu_msg_s", 0.0), cal.host.get("cpu_iter_s", 0.0),
                       1.0 / cal.host.get("cpu_bytes_per_s", math.inf)])

@@ -37,6 +37,11 @@ def _axes_of(meta: dict[str, Any]) -> dict[str, int]:
     return {k: int(v) for k, v in vals.items() if v is not None}
 
 
+def layout_key(meta: dict[str, Any]) -> tuple:
+    """What tells one layout (and shape) of a run from another: its ``AXES`` values."""
+    return tuple(sorted(_axes_of(meta).items()))
+
+
 def seen_of(runs) -> dict[str, Any]:
     """``{"axes": {axis: [min, max]}, "available_cores": [min, max] or None, "runs": n}``."""
     axes: dict[str, list[int]] = {}
@@ -122,7 +127,7 @@ def holdout_error(base, runs, refit, job_of) -> dict[str, Any]:
 
     groups: dict[tuple, list] = {}
     for run in runs:
-        groups.setdefault(tuple(sorted(_axes_of(run.meta).items())), []).append(run)
+        groups.setdefault(layout_key(run.meta), []).append(run)
     if len(groups) < 2:
         return {}
     errs = []

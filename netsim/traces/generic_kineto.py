@@ -258,9 +258,10 @@ def compute_records(doc: dict, t0: float) -> list[dict]:
            and not STEP.match(str(e.get("name", "")))]
     kernels = [e for e in events if e.get("cat") == "kernel"
                and "nccl" not in str(e.get("name", "")).lower()]
-    roots = [(e, _phase(str(e.get("name", "")))) for e in _top_level(ops)]
+    roots = ([(e, _phase(str(e.get("name", "")))) for e in _top_level(ops)] if kernels
+             else cpu_operators(ops))
     out = []
-    for e, phase in roots if kernels else cpu_operators(ops):
+    for e, phase in roots:
         step = _step_of(steps, e["ts"])
         name = str(e.get("name", ""))
         if step is None or name.startswith(COMM_PREFIXES):
