@@ -186,6 +186,14 @@ STUDIES: tuple[Study, ...] = (
           extras=(Extra("modern", "run", ("--modern", "--repeats", "2"),
                         (("heldout.csv", "results/modern.csv"),), out_flag="--results"),),
           render="experiments.heldout_accuracy.render:values",
+          records={"results/heldout_replicate.csv":
+                   "a second run of the committed one's command (run.py --repeats 2 --out DIR, "
+                   "then --reuse --results) on commit 09cab13, 2026-12-06 04:49-05:08 UTC, "
+                   "the same quiet host: the spread between whole runs",
+                   "results/heldout_shared_host.csv":
+                   "the committed result of a6b3b9c (git show "
+                   "a6b3b9c:experiments/heldout_accuracy/results/heldout.csv), run on a host "
+                   "shared with other sessions' load: the study under load"},
           docs=("README.md", "docs/validation.md", EXPERIMENTS_DOC)),
     Study("cc_heldout", ("cc_heldout.csv", "table.md", "cc_heldout.png"), sweeps=False,
           ci_args=("--tiny",),

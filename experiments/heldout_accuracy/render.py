@@ -72,6 +72,33 @@ def modern_values(results: Path) -> dict[str, str]:
             "heldout_accuracy.modern_held_out": summary(rows)}
 
 
+#: Other whole runs of the study kept beside the committed one (``Study.records``), each
+#: with what sets it apart: the spread between runs, which no single run shows.
+OTHER_RUNS = (("heldout_replicate.csv", "a second run of the same command on the same quiet host"),
+              ("heldout_shared_host.csv",
+               "the run committed before (a6b3b9c), on a host shared with other sessions"))
+
+
+def _worst(held: list[dict]) -> str:
+    """The held-out configuration furthest off, with its error."""
+    r = max(held, key=lambda r: abs(float(r["error"])))
+    return f"{r['config']} {100 * float(r['error']):+.1f}%"
+
+
+def other_runs(results: Path) -> str:
+    """One line per kept other run: its cores left and its held-out errors."""
+    parts = []
+    for name, label in OTHER_RUNS:
+        if (results / name).exists():
+            rows = read_csv(results / name)
+            held = _held_out(rows)
+            cores = [float(r["available_cores"]) for r in rows]
+            parts.append(f"{label} (cores left {min(cores):.2f}-{max(cores):.2f}): median "
+                         f"{100 * np.median(_errors(held)):.1f}%, worst {_worst(held)}, "
+                         f"{_inside(held)} inside their interval")
+    return "; ".join(parts)
+
+
 def values(results: Path) -> dict[str, str]:
     rows = read_csv(results / "heldout.csv")
     held = _held_out(rows)
@@ -87,5 +114,6 @@ def values(results: Path) -> dict[str, str]:
         "heldout_accuracy.interval": _inside(held),
         "heldout_accuracy.spread": (
             f"{100 * max(float(r['measured_spread_s']) / float(r['measured_s']) for r in rows):.0f}%"),
+        "heldout_accuracy.other_runs": other_runs(results),
         **modern_values(results),
     }
