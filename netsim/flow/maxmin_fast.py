@@ -93,14 +93,16 @@ def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: 
         if rate is not None:
             return rate
     t0 = time.thread_time()
-    rate = _kernel(s, capacity, unfrozen, ceiling, tol)
+    rate = _kernel(inc, s, capacity, unfrozen, ceiling, tol)
     st["kernel_s"] = time.thread_time() - t0
     return rate
 
 
-def _kernel(s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
+def _kernel(inc, s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
     _, f_ptr, e_link, e_weight, exact = s
-    rate, status, _ = _fill(f_ptr, e_link, e_weight, np.ascontiguousarray(capacity, np.float64),
+    l_ptr, l_flow, _ = _by_link(inc)
+    rate, status, _ = _fill(f_ptr, e_link, e_weight, l_ptr, l_flow,
+                            np.ascontiguousarray(capacity, np.float64),
                             np.ascontiguousarray(unfrozen, np.bool_),
                             np.ascontiguousarray(ceiling, np.float64), float(tol), exact, False,
                             *_NO_TRACE)
@@ -188,7 +190,8 @@ def _record(cls, inc, s, st: dict, unfrozen, ceiling, tol):
     capacity = np.frombuffer(st["key"][0], np.float64).copy()
     while cls.nbytes(inc, st["rows"]) <= cls.MAX_BYTES:
         tr = cls(inc, capacity, st["rows"])
-        rate, status, k = _fill(f_ptr, e_link, e_weight, capacity, act.copy(),
+        l_ptr, l_flow, _ = _by_link(inc)
+        rate, status, k = _fill(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, act.copy(),
                                 np.ascontiguousarray(ceiling, np.float64), float(tol), exact,
                                 True, tr.load, tr.res, tr.m, tr.lmin, tr.bn, tr.nunf, tr.rho)
         if status == 1:
@@ -215,11 +218,17 @@ def _by_link(inc):
     return got
 
 
-def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_load, rec,
-             t_load, t_res, t_m, t_lmin, t_bn, t_nunf, rho):
+def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling, tol,
+             exact_load, rec, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, rho):
     """The kernel (compiled by numba below; see the module docstring). With ``rec``, each
     round's state is written to the trace rows (``_Trace``) and each flow's freeze round to
-    ``rho``. Returns (rates, status, rounds): status 0 done, 1 no progress, 2 out of rows."""
+    ``rho``. Returns (rates, status, rounds): status 0 done, 1 no progress, 2 out of rows.
+
+    A round's frozen flows are found from the bottleneck links' entries (``l_ptr``,
+    ``l_flow``: the entries in link order) and from the flows whose level is their ceiling or
+    unbounded (noted while the levels are computed), then frozen in flow order: the flows
+    and the order of a scan of every live flow, at the cost of the frozen ones only (each
+    link is a bottleneck in one round at most: all its live flows freeze there)."""
     nf, nl = len(f_ptr) - 1, len(capacity)
     inf = np.inf
     rate = np.zeros(nf)
@@ -229,11 +238,15 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
     lmin = np.empty(nl)
     bottleneck = np.empty(nl, np.bool_)
     delta = np.zeros(nl)
+    bl = np.empty(nl, np.int64)  # this round's bottleneck links
     # the unfrozen flows that cross links, with their entries, in flow order
     ff = np.empty(nf, np.int64)
     fp = np.empty(nf + 1, np.int64)
     m = np.empty(nf)
     alive = np.ones(nf, np.bool_)
+    pos = np.full(nf, -1, np.int64)  # a flow's index in ff (-1: not listed, or dropped)
+    cand = np.empty(nf, np.int64)  # this round's frozen flows (indices into ff)
+    stamp = np.zeros(nf, np.int64)  # round + 1 when listed in cand
     el = np.empty(len(e_link), np.int64)
     ew = np.empty(len(e_link))
     n, k, linkless = 0, 0, 0
@@ -254,6 +267,7 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
             load[e_link[e]] += e_weight[e]
             k += 1
         ff[n] = f
+        pos[f] = n
         n += 1
         fp[n] = k
     live_entries = k
@@ -270,6 +284,8 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
     while live_entries > 0:
         if rec and rnd + 2 > t_load.shape[0]:
             return rate, 2, rnd
+        tag = rnd + 1
+        nc = 0
         for ln in range(nl):
             share[ln] = max(residual[ln], 0.0) / load[ln] if load[ln] > 0 else inf
             lmin[ln] = inf
@@ -279,12 +295,23 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
             v = inf
             for e in range(fp[i], fp[i + 1]):
                 v = min(v, share[el[e]])
-            v = min(v, ceiling[ff[i]])
+            c = ceiling[ff[i]]
+            v = min(v, c)
             m[i] = v
             for e in range(fp[i], fp[i + 1]):
                 lmin[el[e]] = min(lmin[el[e]], v)
+            # unbounded, or at its own ceiling: frozen this round whatever its links
+            if not np.isfinite(v) or (np.isfinite(c) and c <= v * tol):
+                stamp[i] = tag
+                cand[nc] = i
+                nc += 1
+        nb = 0
         for ln in range(nl):
-            bottleneck[ln] = load[ln] > 0 and share[ln] <= lmin[ln] * tol
+            b = load[ln] > 0 and share[ln] <= lmin[ln] * tol
+            bottleneck[ln] = b
+            if b:
+                bl[nb] = ln
+                nb += 1
         if rec:
             t_load[rnd, :] = load
             t_res[rnd, :] = residual
@@ -294,28 +321,27 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
             for i in range(n):
                 if alive[i]:
                     t_m[rnd, ff[i]] = m[i]
-        # freeze (bottleneck link or ceiling) or set free (unbounded), in flow order
-        frozen = False
-        for i in range(n):
-            if not alive[i]:
-                continue
+        for j in range(nb):  # every live flow of a bottleneck link freezes
+            ln = bl[j]
+            for e in range(l_ptr[ln], l_ptr[ln + 1]):
+                i = pos[l_flow[e]]
+                if i >= 0 and alive[i] and stamp[i] != tag:
+                    stamp[i] = tag
+                    cand[nc] = i
+                    nc += 1
+        if nc == 0:
+            return rate, 1, rnd
+        chosen = np.sort(cand[:nc])  # flow order, as a scan of the live flows meets them
+        for j in range(nc):
+            i = chosen[j]
             f, v, a, b = ff[i], m[i], fp[i], fp[i + 1]
             if not np.isfinite(v):
                 rate[f] = inf
             else:
-                hit = np.isfinite(ceiling[f]) and ceiling[f] <= v * tol
-                if not hit:
-                    for e in range(a, b):
-                        if bottleneck[el[e]]:
-                            hit = True
-                            break
-                if not hit:
-                    continue
                 rate[f] = v
                 for e in range(a, b):
                     delta[el[e]] += ew[e] * v
             alive[i] = False
-            frozen = True
             alive_n -= 1
             if rec:
                 rho[f] = rnd
@@ -323,13 +349,11 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
             if exact_load:
                 for e in range(a, b):
                     load[el[e]] -= ew[e]
-        if not frozen:
-            return rate, 1, rnd
         for ln in range(nl):
             residual[ln] -= delta[ln]
             delta[ln] = 0.0
         if live_entries * 4 < k * 3:  # drop the entries of frozen flows
-            n, k = _compact(n, ff, fp, m, alive, el, ew)
+            n, k = _compact(n, ff, fp, m, alive, el, ew, pos)
         if not exact_load:  # the load summed over the live entries in entry order
             load[:] = 0.0
             for i in range(n):
@@ -346,17 +370,20 @@ def _fill_py(f_ptr, e_link, e_weight, capacity, unfrozen, ceiling, tol, exact_lo
     return rate, 0, rnd
 
 
-def _compact_py(n, ff, fp, m, alive, el, ew):
-    """Keep the live flows' entries (in order); return the new flow and entry counts."""
+def _compact_py(n, ff, fp, m, alive, el, ew, pos):
+    """Keep the live flows' entries (in order); return the new flow and entry counts.
+    ``pos`` follows: a kept flow's new index, -1 for a dropped one."""
     n2, k2 = 0, 0
     for i in range(n):
         if not alive[i]:
+            pos[ff[i]] = -1
             continue
         for e in range(fp[i], fp[i + 1]):
             el[k2] = el[e]
             ew[k2] = ew[e]
             k2 += 1
         ff[n2] = ff[i]
+        pos[ff[i]] = n2
         alive[n2] = True
         n2 += 1
         fp[n2] = k2
