@@ -28,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -220,8 +221,11 @@ def collect(out: Path, repeats: int, reuse: bool, configs=CONFIGS,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="/tmp/heldout-traces", help="trace directory root")
-    ap.add_argument("--reuse", action="store_true", help="reuse traces already in --out")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="trace directory root (default: a new temporary directory per run, "
+                         "so no run overwrites another's traces)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse traces already in --out (needs --out)")
     ap.add_argument("--repeats", type=int, default=2, help="round-robin passes (2)")
     ap.add_argument("--no-iteration-fit", action="store_true",
                     help="per-record fits only (no refit on the calibration runs' iteration times)")
@@ -231,9 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=None, metavar="DIR",
                     help="also write heldout.csv, calibration.json and heldout.png there")
     args = ap.parse_args(argv)
+    if args.reuse and args.out is None:
+        ap.error("--reuse needs --out DIR: the traces of an earlier run to reuse")
+    out = args.out or Path(tempfile.mkdtemp(prefix="heldout-traces-"))
+    print(f"traces in {out}", file=sys.stderr)
     configs, model_args = ((MODERN_CONFIGS, MODERN_MODEL_ARGS) if args.modern
                            else (CONFIGS, MODEL_ARGS))
-    dirs = collect(Path(args.out), args.repeats, args.reuse, configs, model_args=model_args)
+    dirs = collect(out, args.repeats, args.reuse, configs, model_args=model_args)
     rows, cal = evaluate(dirs, configs, iteration_fit=not args.no_iteration_fit)
     s = summary(rows)
     if args.results:

@@ -31,3 +31,14 @@ def test_reduced_heldout_experiment(tmp_path):
     assert s["held_out"] == 2
     assert cal["host_cores"] and "cpu_msg_s" in cal["host"]
     assert s["max_abs_error"] <= BOUND, rows
+
+
+def test_reuse_without_a_trace_directory_is_refused(capsys):
+    """``--reuse`` re-judges an earlier run's traces: without ``--out`` there are none (the
+    default is a new directory per run, so that no run overwrites another's traces)."""
+    from experiments.heldout_accuracy.run import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--reuse"])
+    assert e.value.code == 2
+    assert "--reuse needs --out" in capsys.readouterr().err
