@@ -44,7 +44,8 @@ class Incidence:
     e_weight : np.ndarray[float64]
         Load a unit rate of the flow puts on the link (1.0 for a plain flow).
     by_link : np.ndarray[int64]
-        Permutation of the entries that sorts them by link (CSC order).
+        Permutation of the entries that sorts them by link (CSC order), stable: entry (flow)
+        order within a link.
     e_count : np.ndarray[float64]
         QPs of the flow on the link (equals ``e_weight`` unless given: a lockstep group
         whose connections split over q QPs has weight 1/q and count 1 per QP).

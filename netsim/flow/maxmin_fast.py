@@ -29,8 +29,6 @@ import time
 
 import numpy as np
 
-from netsim.flow.link_order import stable_order
-
 try:  # pragma: no cover - exercised where numba is installed
     from numba import njit
 except ImportError:  # pragma: no cover
@@ -100,7 +98,7 @@ def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: 
 
 def _kernel(inc, s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
     _, f_ptr, e_link, e_weight, exact = s
-    l_ptr, l_flow, _ = _by_link(inc)
+    l_ptr, l_flow = _by_link(inc)
     rate, status, _ = _fill(f_ptr, e_link, e_weight, l_ptr, l_flow,
                             np.ascontiguousarray(capacity, np.float64),
                             np.ascontiguousarray(unfrozen, np.bool_),
@@ -160,7 +158,8 @@ class _Trace:
         if tr is None:
             return _record(cls, inc, s, st, unfrozen, ceiling, tol)
         _, f_ptr, e_link, e_weight, _ = s
-        l_ptr, l_flow, l_weight = _by_link(inc)
+        l_ptr, l_flow = _by_link(inc)
+        l_weight = _link_weights(inc)
         act = np.ascontiguousarray(unfrozen, np.bool_)
         t0 = time.thread_time()
         status, k = _resolve(f_ptr, e_link, e_weight, l_ptr, l_flow, l_weight,
@@ -190,7 +189,7 @@ def _record(cls, inc, s, st: dict, unfrozen, ceiling, tol):
     capacity = np.frombuffer(st["key"][0], np.float64).copy()
     while cls.nbytes(inc, st["rows"]) <= cls.MAX_BYTES:
         tr = cls(inc, capacity, st["rows"])
-        l_ptr, l_flow, _ = _by_link(inc)
+        l_ptr, l_flow = _by_link(inc)
         rate, status, k = _fill(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, act.copy(),
                                 np.ascontiguousarray(ceiling, np.float64), float(tol), exact,
                                 True, tr.load, tr.res, tr.m, tr.lmin, tr.bn, tr.nunf, tr.rho)
@@ -206,15 +205,24 @@ def _record(cls, inc, s, st: dict, unfrozen, ceiling, tol):
 
 
 def _by_link(inc):
-    """Entries in link order (entry order within a link): row pointers, flows, weights."""
+    """Entries in link order (``inc.by_link``: entry order within a link): row pointers and
+    flows."""
     got = inc.cache.get("maxmin_by_link")
     if got is None:
-        order = stable_order(inc.e_link, inc.num_links)
         l_ptr = np.zeros(inc.num_links + 1, np.int64)
         np.cumsum(np.bincount(inc.e_link, minlength=inc.num_links), out=l_ptr[1:])
-        got = (l_ptr, np.ascontiguousarray(inc.e_flow[order], np.int64),
-               np.ascontiguousarray(inc.e_weight[order], np.float64))
+        got = (l_ptr, np.ascontiguousarray(inc.e_flow[inc.by_link], np.int64))
         inc.cache["maxmin_by_link"] = got
+    return got
+
+
+def _link_weights(inc) -> np.ndarray:
+    """The entries' weights in link order (only the trace re-solve reads them, so the kernel
+    does not pay for the gather)."""
+    got = inc.cache.get("maxmin_link_weight")
+    if got is None:
+        got = np.ascontiguousarray(inc.e_weight[inc.by_link], np.float64)
+        inc.cache["maxmin_link_weight"] = got
     return got
 
 
