@@ -29,9 +29,10 @@ run: setup
 # the study READMEs and docs/experiments.md re-rendered from them (experiments/studies.py is
 # the registry). FRESH=1 empties the work folders under out/ first (after a code change);
 # STUDY=NAME runs one study; NO_EXTRAS=1 skips the studies' extra commands (diagnose's other
-# seeds, placement's --full subset and over-time replays: hours).
+# seeds, placement's --full subset and over-time replays: hours); EXTRA=NAME runs only that
+# extra command of STUDY and says whether its CSV came out as committed (a study of hours in parts).
 results: setup-dev
-	PYTHONPATH=$(CURDIR) $(BIN)/python -m experiments.results $(if $(FRESH),--fresh) $(if $(STUDY),--study $(STUDY)) $(if $(NO_EXTRAS),--no-extras)
+	PYTHONPATH=$(CURDIR) $(BIN)/python -m experiments.results $(if $(FRESH),--fresh) $(if $(STUDY),--study $(STUDY)) $(if $(NO_EXTRAS),--no-extras) $(if $(EXTRA),--extra $(EXTRA))
 
 # Rerun every study at its CI size and compare with the committed CI-size CSVs (exit 1 on a change).
 results-check: setup-dev

@@ -1,6 +1,7 @@
 """Regenerate every study's committed results and the numbers rendered from them.
 
     python -m experiments.results [--study NAME ...] [--no-ci] [--no-extras] [--fresh] [--workers N]
+    python -m experiments.results --study NAME --extra EXTRA   # one extra command, compared
     python -m experiments.results --render        # only re-render the docs from results/
     python -m experiments.results --check         # rerun at CI size, compare (exit 1 on a change)
 
@@ -23,7 +24,7 @@ import sys
 from pathlib import Path
 
 from experiments import studies as registry
-from experiments.compare import compare_dirs
+from experiments.compare import MAX_LISTED, compare_csv, compare_dirs
 from experiments.render import render_file
 
 WORK = registry.ROOT / "out"
@@ -70,8 +71,14 @@ def run_extra(study: registry.Study, extra: registry.Extra, fresh: bool,
     if rc:
         raise RuntimeError(f"{module} {' '.join(extra.args)} exited {rc}")
     for made, dest in extra.outputs:
-        (study.folder(root) / dest).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(out / made, study.folder(root) / dest)
+        committed = study.folder(root) / dest
+        if committed.exists() and committed.suffix == ".csv":
+            diffs = compare_csv(committed, out / made, study.ignore, study.rtol)
+            print(f"{study.name} ({extra.name}) {dest}: "
+                  f"{'moved' if diffs else 'same as committed'}", *diffs[:MAX_LISTED],
+                  sep="\n  ", file=sys.stderr)
+        committed.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(out / made, committed)
 
 
 def regenerate(study: registry.Study, ci: bool, fresh: bool, workers: int | None) -> None:
@@ -101,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-ci", action="store_true", help="skip the CI-size runs")
     p.add_argument("--no-extras", action="store_true",
                    help="skip the studies' extra commands (experiments/studies.py)")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME",
+                   help="only this extra command of the chosen studies (repeatable; the "
+                        "main runs are skipped): a study of hours regenerated in parts")
     p.add_argument("--fresh", action="store_true", help="empty each work folder first")
     p.add_argument("--workers", type=int, default=None,
                    help="local Dask workers of the sweep studies (0 = in this process)")
@@ -114,16 +124,29 @@ def main(argv: list[str] | None = None) -> int:
         print(f"experiments.results: {e}", file=sys.stderr)
         return 2
     chosen = named or list(registry.STUDIES)
+    unknown = set(args.extra) - {e.name for s in chosen for e in s.extras}
+    if unknown:
+        print(f"experiments.results: no extra {', '.join(sorted(unknown))} in "
+              f"{', '.join(s.name for s in chosen)} (experiments/studies.py)", file=sys.stderr)
+        return 2
     if args.check:
         return _check_all(chosen, args.workers)
     for study in chosen:
         if not args.render:
-            regenerate(study, not args.no_ci, args.fresh, args.workers)
-            for extra in () if args.no_extras else study.extras:
+            if not args.extra:
+                regenerate(study, not args.no_ci, args.fresh, args.workers)
+            for extra in _extras(study, args.extra, args.no_extras):
                 run_extra(study, extra, args.fresh)
         for path in render_study(study):
             print(f"rendered {path.relative_to(registry.ROOT)}", file=sys.stderr)
     return 0
+
+
+def _extras(study: registry.Study, names: list[str], none: bool) -> tuple[registry.Extra, ...]:
+    """The extra commands to run: those named (all when none is), none with ``--no-extras``."""
+    if none:
+        return ()
+    return tuple(e for e in study.extras if not names or e.name in names)
 
 
 def _check_all(chosen, workers) -> int:

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
+import functools
 import re
 import shutil
 import sys
@@ -99,6 +101,41 @@ def test_an_extra_command_runs_with_its_arguments_and_its_files_are_committed(
     assert seen == [["-o", str(work), "--seeds", "3"]]
     assert (tmp_path / "tree" / "experiments" / "retransmit" / "sub" / "kept.csv").read_text() == (
         "a\n1\n")
+
+
+def test_one_extra_runs_alone_and_says_whether_it_came_out_as_committed(
+        tmp_path, monkeypatch, capsys) -> None:
+    """``--extra NAME`` runs that extra command only (no main run, no other extra) and
+    compares its CSV with the committed one before replacing it."""
+    values = iter(("1", "2"))
+
+    def main(argv):
+        Path(argv[1]).mkdir(parents=True, exist_ok=True)
+        (Path(argv[1]) / "made.csv").write_text(f"a\n{next(values)}\n")
+        return 0
+
+    monkeypatch.setitem(sys.modules, "experiments.retransmit.fake_extra",
+                        types.SimpleNamespace(main=main))
+    monkeypatch.setattr(results, "WORK", tmp_path / "out")
+    study = dataclasses.replace(studies.get("retransmit"), extras=(
+        studies.Extra("one", "fake_extra", (), (("made.csv", "one.csv"),)),
+        studies.Extra("two", "fake_extra", (), (("made.csv", "two.csv"),))))
+    monkeypatch.setattr(studies, "STUDIES", (study,))
+    monkeypatch.setattr(results, "regenerate", lambda *a: pytest.fail("main run started"))
+    monkeypatch.setattr(results, "render_study", lambda s: [])
+    committed = tmp_path / "tree" / "experiments" / "retransmit" / "two.csv"
+    committed.parent.mkdir(parents=True)
+    committed.write_text("a\n1\n")
+    run = functools.partial(results.run_extra, root=tmp_path / "tree")
+    monkeypatch.setattr(results, "run_extra", run)
+    assert results.main(["--study", "retransmit", "--extra", "two"]) == 0
+    assert "two.csv: same as committed" in capsys.readouterr().err
+    assert not (committed.parent / "one.csv").exists()
+    assert results.main(["--study", "retransmit", "--extra", "two", "--fresh"]) == 0
+    assert "two.csv: moved" in capsys.readouterr().err
+    assert committed.read_text() == "a\n2\n"
+    assert results.main(["--study", "retransmit", "--extra", "three"]) == 2
+    assert "no extra three" in capsys.readouterr().err
 
 
 def test_studies_timed_on_the_host_say_what_their_comparison_keeps() -> None:
