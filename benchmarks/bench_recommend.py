@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_recommend.py [--job gpt3-175b] [--dp 16 192] [--budget 16]
 [--repeat 3] [--no-cc-scaling] [--csv FILE] [--json]``; ``--render DOC --from LABEL=CSV ...``
 puts the CSVs' rows as one table between DOC's ``rec28`` markers. ``--qp-split CSV`` instead
-splits the CPU of the QP step's predicts (``qp_split``); ``--render-split DOC CSV`` renders it.
+splits the CPU of the QP step's predicts (``qp_split``); ``--render-split DOC [LABEL=]CSV ...`` renders them.
 
 For every data-parallel width given (16: the packaged 1,024-GPU job; 192: all 12,288 GPUs of
 megascale) it prints the median over ``--repeat`` runs of the wall time of each step of
@@ -148,23 +148,30 @@ def qp_split(fabric, job, check_qps: int) -> dict[str, float]:
             **{f"{k}_cpu_s": v for k, v in acc.items()}, "load": os.getloadavg()[0]}
 
 
-def render_split(doc_path: Path, path: str) -> None:
-    """The ``--qp-split`` CSV as a table between DOC's ``rec28-split`` markers."""
+def render_split(doc_path: Path, sources: list[str]) -> None:
+    """``--qp-split`` CSVs (each ``CSV`` or ``LABEL=CSV``) as a table, one row each, between
+    DOC's ``rec28-split`` markers."""
     from _results import render_between
 
+    lines = ["| run | GPUs | predicts | CPU s | max-min kernel | building commodities | of which "
+             "replicating connections (QPs, routes) | of which dropping dominated links | "
+             "load |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for source in sources:
+        label, _, path = source.rpartition("=")
+        lines.append(_split_row(label or Path(path).stem, path))
+    render_between(doc_path, "\n".join(lines), "<!-- rec28-split:begin -->",
+                   "<!-- rec28-split:end -->")
+
+
+def _split_row(label: str, path: str) -> str:
     with open(path) as fh:
         r = {k: float(v) for k, v in next(csv.DictReader(fh)).items()}
     share = {k: f"{r[k + '_cpu_s']:.1f} s ({r[k + '_cpu_s'] / r['cpu_s']:.0%})"
              for k in ("kernel", "construct", "routes", "dominated")}
-    lines = ["| GPUs | predicts | CPU s | max-min kernel | building commodities | of which "
-             "replicating connections (QPs, routes) | of which dropping dominated links | "
-             "load |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|",
-             f"| {r['gpus']:,.0f} | {r['predicts']:.0f} | {r['cpu_s']:.1f} | {share['kernel']} | "
-             f"{share['construct']} | {share['routes']} | {share['dominated']} | "
-             f"{r['load']:.1f} |"]
-    render_between(doc_path, "\n".join(lines), "<!-- rec28-split:begin -->",
-                   "<!-- rec28-split:end -->")
+    return (f"| {label} | {r['gpus']:,.0f} | {r['predicts']:.0f} | {r['cpu_s']:.1f} | "
+            f"{share['kernel']} | {share['construct']} | {share['routes']} | "
+            f"{share['dominated']} | {r['load']:.1f} |")
 
 
 def cc_scaling(fabric, job, budget: int) -> dict[int, float]:
@@ -198,14 +205,14 @@ def main() -> None:
                          "kernel / building / routing / dominated links, written here")
     ap.add_argument("--check-qps", type=int, default=4,
                     help="with --qp-split: the QP count the check confirms (default 4)")
-    ap.add_argument("--render-split", nargs=2, default=None, metavar=("DOC", "CSV"),
-                    help="render a --qp-split CSV into DOC, run nothing")
+    ap.add_argument("--render-split", nargs="+", default=None, metavar="DOC CSV",
+                    help="render --qp-split CSVs (each CSV or LABEL=CSV) into DOC, run nothing")
     a = ap.parse_args()
     if a.render:
         render(Path(a.render), a.sets)
         return
     if a.render_split:
-        render_split(Path(a.render_split[0]), a.render_split[1])
+        render_split(Path(a.render_split[0]), a.render_split[1:])
         return
     fabric = load_fabric(a.fabric)
     if a.qp_split:
