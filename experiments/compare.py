@@ -1,7 +1,9 @@
 """A rerun's CSVs against the committed ones: every cell equal, timing columns aside.
 
 Cells compare as text, so a deterministic study must reproduce its committed CSV exactly; a
-column with a relative tolerance (a documented nondeterminism) compares as numbers.
+column with a relative tolerance (a documented nondeterminism) compares as numbers. A study
+timed on this host cannot repeat its rows; :func:`compare_score` says whether its score (the
+rows judged right) moved beyond chance.
 """
 
 from __future__ import annotations
@@ -51,6 +53,24 @@ def compare_csv(committed: Path, got: Path, ignore=(), rtol: Mapping[str, float]
             if _cell_differs(a[c], b[c], rtol.get(c)):
                 diffs.append(f"{name} line {i} column {c}: committed {a[c]}, rerun {b[c]}")
     return diffs
+
+
+def _true(rows: list[dict[str, str]], column: str) -> int:
+    return sum(r[column] == "True" for r in rows)
+
+
+def compare_score(committed: Path, got: Path, column: str) -> tuple[bool, str]:
+    """Whether the share of rows with ``column`` True in ``got`` is that of ``committed`` within
+    chance (Fisher's exact test, two-sided, 5%), and a line that says so with both counts."""
+    from scipy.stats import fisher_exact
+
+    old, new = read_csv(committed), read_csv(got)
+    a, b = _true(old, column), _true(new, column)
+    p = float(fisher_exact([[a, len(old) - a], [b, len(new) - b]])[1])
+    same = p >= 0.05
+    return same, (f"{committed.name} {column}: committed {a} of {len(old)}, rerun {b} of "
+                  f"{len(new)} (Fisher's exact p = {p:.2f}: "
+                  f"{'within chance' if same else 'moved beyond chance'})")
 
 
 def compare_dirs(committed: Path, got: Path, csvs, ignore=(), rtol=None) -> list[str]:

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from experiments import studies as registry
-from experiments.compare import MAX_LISTED, compare_csv, compare_dirs
+from experiments.compare import MAX_LISTED, compare_csv, compare_dirs, compare_score
 from experiments.render import render_file
 
 WORK = registry.ROOT / "out"
@@ -73,12 +73,20 @@ def run_extra(study: registry.Study, extra: registry.Extra, fresh: bool,
     for made, dest in extra.outputs:
         committed = study.folder(root) / dest
         if committed.exists() and committed.suffix == ".csv":
-            diffs = compare_csv(committed, out / made, study.ignore, study.rtol)
-            print(f"{study.name} ({extra.name}) {dest}: "
-                  f"{'moved' if diffs else 'same as committed'}", *diffs[:MAX_LISTED],
-                  sep="\n  ", file=sys.stderr)
+            _report(f"{study.name} ({extra.name}) {dest}", committed, out / made, study, extra)
         committed.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out / made, committed)
+
+
+def _report(label: str, committed: Path, got: Path, study: registry.Study,
+            extra: registry.Extra) -> None:
+    """Whether an extra's CSV came out as committed; a timed one's score within chance."""
+    diffs = compare_csv(committed, got, study.ignore, study.rtol)
+    lines = diffs[:MAX_LISTED]
+    if diffs and extra.score:
+        lines = [compare_score(committed, got, extra.score)[1], *lines]
+    print(f"{label}: {'moved' if diffs else 'same as committed'}", *lines, sep="\n  ",
+          file=sys.stderr)
 
 
 def regenerate(study: registry.Study, ci: bool, fresh: bool, workers: int | None) -> None:

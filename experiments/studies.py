@@ -41,6 +41,9 @@ class Extra:
     #: ``(file the command writes, where it is committed relative to the study's folder)``
     outputs: tuple[tuple[str, str], ...]
     out_flag: str = "-o"
+    #: a timed command's column of rows judged right ("" = none): its count, not its rows,
+    #: is what a rerun should reproduce (:func:`experiments.compare.compare_score`)
+    score: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +123,7 @@ class Study:
 def _diagnose_seeds(name: str, seeds: str, *more: str) -> Extra:
     """A ``--full`` run of the diagnose study on ``seeds``, committed as ``NAME.csv``."""
     return Extra(name, "run", ("--full", "--seeds", seeds, *more),
-                 (("results.csv", f"{name}.csv"),))
+                 (("results.csv", f"{name}.csv"),), score="correct")
 
 
 DIAGNOSE_SEEDS = (
@@ -213,7 +216,7 @@ STUDIES: tuple[Study, ...] = (
                   Extra("kineto", "kineto_heldout", ("--repeats", "1"),
                         (("kineto_heldout.json", "kineto_heldout.json"),), out_flag="--results"),
                   Extra("two_rank", "two_rank", ("--seeds", "1-8"),
-                        (("two_rank.csv", "two_rank/two_rank.csv"),))),
+                        (("two_rank.csv", "two_rank/two_rank.csv"),), score="right")),
           render="experiments.diagnose.render:values", docs=("README.md", EXPERIMENTS_DOC)),
 )
 

@@ -21,12 +21,13 @@ import re
 import shutil
 import sys
 import types
+from math import comb
 from pathlib import Path
 
 import pytest
 
 from experiments import results, studies
-from experiments.compare import compare_csv, compare_dirs
+from experiments.compare import compare_csv, compare_dirs, compare_score, read_csv
 from experiments.render import render_text
 
 SRC = Path(__file__).resolve().parents[2]  # the source tree: the package is installed
@@ -229,3 +230,61 @@ def test_a_moved_committed_value_fails_the_ci_comparison(tmp_path) -> None:
     _moved_copy(study.ci_dir(SRC) / name, study.ci_dir(root) / name, "predicted", 1.001)
     diffs = results.check(study, tmp_path / "rerun", workers=0, root=root)
     assert len(diffs) == 1 and f"{name} line 2 column predicted" in diffs[0], diffs
+
+
+def _fisher_two_sided(a: int, n: int, b: int, m: int) -> float:
+    """Fisher's exact test from the hypergeometric law: the total probability of the tables
+    with the same margins that are at most as likely as the one seen."""
+    k = a + b
+
+    def prob(x: int) -> float:
+        return comb(n, x) * comb(m, k - x) / comb(n + m, k)
+
+    seen = prob(a)
+    return sum(prob(x) for x in range(max(0, k - m), min(k, n) + 1) if prob(x) <= seen * 1.0000001)
+
+
+def _scored(path: Path, right: int, rows: int = 30) -> Path:
+    path.write_text("seed,correct\n" + "".join(
+        f"{i},{i < right}\n" for i in range(rows)))
+    return path
+
+
+@pytest.mark.parametrize(("committed", "rerun", "within"),
+                         [(30, 29, True), (27, 30, True), (30, 20, False), (28, 12, False)])
+def test_a_timed_score_is_judged_by_fishers_exact_test(tmp_path, committed, rerun,
+                                                       within) -> None:
+    p = _fisher_two_sided(committed, 30, rerun, 30)
+    assert (p >= 0.05) == within
+    same, line = compare_score(_scored(tmp_path / "a.csv", committed),
+                               _scored(tmp_path / "b.csv", rerun), "correct")
+    assert same == within
+    assert f"committed {committed} of 30, rerun {rerun} of 30" in line
+    assert f"p = {p:.2f}" in line
+
+
+def test_a_timed_extra_that_moved_says_its_score(tmp_path, monkeypatch, capsys) -> None:
+    def main(argv):
+        Path(argv[1]).mkdir(parents=True, exist_ok=True)
+        _scored(Path(argv[1]) / "made.csv", 29)
+        return 0
+
+    monkeypatch.setitem(sys.modules, "experiments.retransmit.fake_scored",
+                        types.SimpleNamespace(main=main))
+    monkeypatch.setattr(results, "WORK", tmp_path / "out")
+    extra = studies.Extra("s", "fake_scored", (), (("made.csv", "s.csv"),), score="correct")
+    study = dataclasses.replace(studies.get("retransmit"), extras=(extra,))
+    (tmp_path / "tree" / "experiments" / "retransmit").mkdir(parents=True)
+    _scored(tmp_path / "tree" / "experiments" / "retransmit" / "s.csv", 30)
+    results.run_extra(study, extra, fresh=True, root=tmp_path / "tree")
+    err = capsys.readouterr().err
+    assert "s.csv: moved" in err
+    assert "correct: committed 30 of 30, rerun 29 of 30 (Fisher's exact p = 1.00: within chance)" in err
+
+
+def test_the_diagnose_runs_are_scored_by_their_right_column() -> None:
+    for extra in studies.get("diagnose").extras:
+        if extra.outputs[0][1].endswith(".csv"):
+            column = extra.score
+            committed = studies.get("diagnose").folder(SRC) / extra.outputs[0][1]
+            assert column in read_csv(committed)[0], (extra.name, column)
