@@ -11,6 +11,10 @@ Kineto traces (``netsim.traces.kineto``), and both predict every configuration; 
 the native iteration time. Profiling slows the runs down alike for both formats. A third
 evaluation (``native-no-cpu``) drops the native records' thread CPU time (``cpu_s``, which a
 profiler does not record) to separate the reader's fidelity from that extra measurement.
+
+The traces go to a new temporary folder unless ``-o`` names one (``--reuse`` needs it). Each
+row carries ``other_cores``, the median over its repeats of the cores other processes took
+while it ran (``host.json``), so the load behind the errors is part of the result.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -70,20 +75,28 @@ def evaluate(dirs: dict[str, list[Path]], fmt: str) -> list[dict]:
         pred = predict(job, hardware=cal.hardware().replace(host_cores=avail), calibration=cal)
         rows.append({"config": c.name, "role": "calibrate" if c.calibrate else "held-out",
                      "format": fmt, "measured_s": measured, "predicted_s": pred.iteration_s,
-                     "error": pred.iteration_s / measured - 1})
+                     "error": pred.iteration_s / measured - 1,
+                     "other_cores": float(np.median([n.host.get("other_cores", 0.0)
+                                                     for n, _ in pairs]))})
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--out", default="/tmp/kineto-heldout")
-    ap.add_argument("--reuse", action="store_true")
+    ap.add_argument("-o", "--out", type=Path, default=None,
+                    help="the traces' folder (default: a new temporary one)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="reuse traces already in -o (needs -o)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--results", type=Path, default=None, metavar="DIR",
                     help="also write the --json printout to DIR/kineto_heldout.json")
     args = ap.parse_args(argv)
-    dirs = collect(Path(args.out), args.repeats, args.reuse)
+    if args.reuse and args.out is None:
+        ap.error("--reuse needs -o DIR: the traces of an earlier run to reuse")
+    out = args.out or Path(tempfile.mkdtemp(prefix="kineto-heldout-"))
+    print(f"traces in {out}", file=sys.stderr)
+    dirs = collect(out, args.repeats, args.reuse)
     formats = ("native", "native-no-cpu", "kineto")
     rows = [row for fmt in formats for row in evaluate(dirs, fmt)]
     summary = {}

@@ -61,7 +61,8 @@ def values(results: Path) -> dict[str, str]:
 
 
 def kineto(results: Path) -> dict[str, str]:
-    s = json.loads((results / "kineto_heldout.json").read_text())["summary"]
+    data = json.loads((results / "kineto_heldout.json").read_text())
+    s, rows = data["summary"], data["rows"]
     kineto, native = s["kineto"], s["native"]
     diff = 100 * (kineto["median_abs_error"] - native["median_abs_error"])
     return {
@@ -73,4 +74,16 @@ def kineto(results: Path) -> dict[str, str]:
             f"the profiler traces ({diff:+.1f} points), worst "
             f"{100 * native['max_abs_error']:.1f}% and {100 * kineto['max_abs_error']:.1f}%; "
             f"{_errors(s, 'native-no-cpu')} native without the CPU times"),
+        "diagnose.kineto_runs": _kineto_runs(rows),
     }
+
+
+def _kineto_runs(rows: list[dict]) -> str:
+    """How many configurations were held out, their worst, and the load they ran under."""
+    held = [r for r in rows if r["role"] == "held-out" and r["format"] == "kineto"]
+    worst = max(held, key=lambda r: abs(r["error"]))
+    cores = [r["other_cores"] for r in rows if "other_cores" in r]
+    load = (f"; other processes took {min(cores):.2f} to {max(cores):.2f} cores"
+            if cores else "")
+    return (f"{len(held)} held-out configurations, the worst {worst['config']} "
+            f"({100 * worst['error']:+.0f}% from the profiler traces){load}")

@@ -42,3 +42,14 @@ def test_reuse_without_a_trace_directory_is_refused(capsys):
         main(["--reuse"])
     assert e.value.code == 2
     assert "--reuse needs --out" in capsys.readouterr().err
+
+
+def test_kineto_reuse_without_a_trace_directory_is_refused(capsys):
+    """The Kineto-vs-native run keeps the same rule: ``--reuse`` needs ``-o``, and without
+    ``-o`` each run writes its traces to a new temporary folder of its own."""
+    from experiments.diagnose.kineto_heldout import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--reuse"])
+    assert e.value.code == 2
+    assert "--reuse needs -o" in capsys.readouterr().err
