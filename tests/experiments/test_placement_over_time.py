@@ -39,3 +39,14 @@ def test_render_rewrites_between_markers_only(tmp_path):
     (tmp_path / "bare.md").write_text("no markers\n")
     with pytest.raises(ValueError, match="markers"):
         render(tmp_path / "bare.md", ROWS)
+
+
+def test_the_replay_fabric_is_the_studys_2to1_clos():
+    """over_time.py replays on the study's own 2:1 fabric (``replay.yaml``): 2,048 GPUs, ToRs
+    2:1. It imported a size constant that run.py had dropped, so ``make results`` failed on it."""
+    from experiments.placement.over_time import fabric
+    from tuner.placement import tor_oversubscription
+
+    f = fabric()
+    assert len(f.gpus) == 2048
+    assert tor_oversubscription(f) == pytest.approx(2.0)
