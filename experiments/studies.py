@@ -168,7 +168,8 @@ STUDIES: tuple[Study, ...] = (
                   Extra("full", "run", ("--full", "--sizes", "512,2048,6144,12288",
                                         "--replay-jobs", "30"),
                         (("placement.csv", "results/full/placement.csv"),
-                         ("replay.csv", "results/full/replay.csv")))),
+                         ("replay.csv", "results/full/replay.csv"),
+                         ("placement.png", "results/full/placement.png")))),
           records={"results/over_time_before.csv":
                    "over_time.py run on commit 720fb77 (topo before best fit), the README's "
                    "comparison; git archive 720fb77 and PYTHONPATH on it redo it (README)"},
