@@ -194,6 +194,11 @@ STUDIES: tuple[Study, ...] = (
                    "a second run of the committed one's command (run.py --repeats 2 --out DIR, "
                    "then --reuse --results) on commit 09cab13, 2026-12-06 04:49-05:08 UTC, "
                    "the same quiet host: the spread between whole runs",
+                   "results/heldout_fast_host.csv":
+                   "make results STUDY=heldout_accuracy NO_EXTRAS=1 on a fresh clone of d78948a, "
+                   "2026-12-06 18:43-18:49 UTC, the host quiet after a restart and its "
+                   "iterations several times faster than the committed run's: the study on "
+                   "another host speed",
                    "results/heldout_shared_host.csv":
                    "the committed result of a6b3b9c (git show "
                    "a6b3b9c:experiments/heldout_accuracy/results/heldout.csv), run on a host "

@@ -76,7 +76,9 @@ def modern_values(results: Path) -> dict[str, str]:
 #: with what sets it apart: the spread between runs, which no single run shows.
 OTHER_RUNS = (("heldout_replicate.csv", "a second run of the same command on the same quiet host"),
               ("heldout_shared_host.csv",
-               "the run committed before (a6b3b9c), on a host shared with other sessions"))
+               "the run committed before (a6b3b9c), on a host shared with other sessions"),
+              ("heldout_fast_host.csv",
+               "the committed command on a fresh clone after the host restarted, quiet and faster"))
 
 
 def _worst(held: list[dict]) -> str:
@@ -88,12 +90,15 @@ def _worst(held: list[dict]) -> str:
 def other_runs(results: Path) -> str:
     """One line per kept other run: its cores left and its held-out errors."""
     parts = []
+    committed = {r["config"]: float(r["measured_s"]) for r in read_csv(results / "heldout.csv")}
     for name, label in OTHER_RUNS:
         if (results / name).exists():
             rows = read_csv(results / name)
             held = _held_out(rows)
             cores = [float(r["available_cores"]) for r in rows]
-            parts.append(f"{label} (cores left {min(cores):.2f}-{max(cores):.2f}): median "
+            speed = np.median([committed[r["config"]] / float(r["measured_s"]) for r in rows])
+            parts.append(f"{label} (cores left {min(cores):.2f}-{max(cores):.2f}, iterations "
+                         f"{speed:.2f}x as fast as the committed run's): median "
                          f"{100 * np.median(_errors(held)):.1f}%, worst {_worst(held)}, "
                          f"{_inside(held)} inside their interval")
     return "; ".join(parts)
