@@ -199,6 +199,10 @@ STUDIES: tuple[Study, ...] = (
                    "2026-12-06 18:43-18:49 UTC, the host quiet after a restart and its "
                    "iterations several times faster than the committed run's: the study on "
                    "another host speed",
+                   "results/modern_fast_host.csv":
+                   "make results STUDY=heldout_accuracy EXTRA=modern on a fresh clone of "
+                   "aae620e, 2026-12-06 18:51-18:56 UTC, on the same restarted, faster host as "
+                   "heldout_fast_host.csv",
                    "results/heldout_shared_host.csv":
                    "the committed result of a6b3b9c (git show "
                    "a6b3b9c:experiments/heldout_accuracy/results/heldout.csv), run on a host "

@@ -68,8 +68,12 @@ def modern_values(results: Path) -> dict[str, str]:
     if not (results / "modern.csv").exists():
         return {}
     rows = read_csv(results / "modern.csv")
-    return {"heldout_accuracy.modern_table": table(rows),
-            "heldout_accuracy.modern_held_out": summary(rows)}
+    out = {"heldout_accuracy.modern_table": table(rows),
+           "heldout_accuracy.modern_held_out": summary(rows)}
+    if (results / "modern_fast_host.csv").exists():
+        out["heldout_accuracy.modern_fast_host"] = summary(read_csv(results /
+                                                                    "modern_fast_host.csv"))
+    return out
 
 
 #: Other whole runs of the study kept beside the committed one (``Study.records``), each
