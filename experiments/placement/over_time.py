@@ -38,11 +38,11 @@ DESIGN_SEEDS = range(11, 21)
 def fabric():
     """The 2:1 fabric of the study's replay (``replay.yaml``'s servers and ToR sets; issue 26's
     reproduction), read from that spec so that the two cannot drift apart."""
-    from experiments.placement.study import _fabric
+    from experiments.placement import study
     from sweeps.spec import load_spec
 
     args = load_spec(Path(__file__).with_name("replay.yaml")).args
-    return _fabric("2:1", args["servers"], args["servers_per_tor_group"])
+    return study.fabric("2:1", args["servers"], args["servers_per_tor_group"])
 
 
 def replay_rows(f, seed: int, load: float, jobs: int, iterations: int) -> list[dict]:

@@ -8,7 +8,8 @@ Each returns ``{"rows": [...]}``, the rows of :func:`experiments.placement.run.o
 from __future__ import annotations
 
 
-def _fabric(ratio: str, servers: int, servers_per_tor_group: int):
+def fabric(ratio: str, servers: int, servers_per_tor_group: int):
+    """The study's ``ratio`` fabric at a sweep spec's sizes (``run.fabrics``)."""
     from experiments.placement.run import Setup, fabrics
 
     return fabrics(Setup(int(servers), int(servers_per_tor_group), (), 0, 0))[ratio]
@@ -19,7 +20,7 @@ def one_job_point(ratio: str, gpus: int, servers: int, servers_per_tor_group: in
     """Part 1: a job of ``gpus`` GPUs placed by each policy into the busy cluster."""
     from experiments.placement.run import one_job
 
-    fab = _fabric(ratio, servers, servers_per_tor_group)
+    fab = fabric(ratio, servers, servers_per_tor_group)
     return {"rows": one_job(fab, ratio, int(gpus), int(seed), int(search_iterations))}
 
 
@@ -28,5 +29,5 @@ def replay_point(ratio: str, jobs: int, servers: int, servers_per_tor_group: int
     """Part 2: ``jobs`` generated jobs replayed under each policy."""
     from experiments.placement.run import replay
 
-    fab = _fabric(ratio, servers, servers_per_tor_group)
+    fab = fabric(ratio, servers, servers_per_tor_group)
     return {"rows": replay(fab, ratio, int(jobs), int(seed), int(search_iterations))}
