@@ -1,18 +1,20 @@
 """Counts (not times) of the max-min kernel's rounds on recommend's heaviest allocation: why an
-incremental level pass would not pay.
+incremental level pass would not pay, and where the stop rule ends the filling.
 
 Run: ``python benchmarks/maxmin_rounds.py [--dp 192] [--qps 4] [--seed 3] [--csv FILE]``;
 ``--render DOC CSV`` puts a kept CSV's totals between DOC's ``maxmin-rounds`` markers.
 
 It predicts GPT-3 175B on megascale (``--dp 192``: 12,288 GPUs) with ``--qps`` QPs per
 connection on the topology-aware placement, as the QP step of ``recommend`` does, keeps the
-largest incidence the max-min kernel is given (a pipeline send round: one commodity per QP),
-and replays its progressive filling round by round in numpy (the rounds of
-``netsim.flow.maxmin.maxmin_rates``). Per round it counts the live entries a full level pass
-visits, the flows it freezes, and what an incremental pass would have to revisit: the links
-whose share the freezes change, the live flows on them (their level may change) and the live
-entries of those flows' links (their minimum level may change). One row per round goes to
-``--csv``; the totals are printed.
+largest incidence the max-min kernel is given (a pipeline send round: one commodity per QP)
+with its stop rule (``predict`` reads the slowest pair of each stage:
+``netsim.flow.maxmin.Slowest``), and replays its whole progressive filling round by round in
+numpy (the rounds of ``netsim.flow.maxmin.maxmin_rates``). Per round it counts the live
+entries a full level pass visits, the flows it freezes, what an incremental pass would have
+to revisit (the links whose share the freezes change, the live flows on them: their level
+may change, and the live entries of those flows' links: their minimum level may change), and
+whether the stop rule is settled after the round. One row per round goes to ``--csv``; the
+totals are printed.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def capture(dp: int, qps: int, seed: int) -> dict:
     def keep(*a):
         if len(a[0]) > len(kept.get("f_ptr", ())):
             kept.update(f_ptr=a[0].copy(), e_link=a[1].copy(), e_weight=a[2].copy(),
-                        cap=a[5].copy(), active=a[6].copy(), ceil=a[7].copy(), tol=a[8])
+                        cap=a[5].copy(), active=a[6].copy(), ceil=a[7].copy(), tol=a[8],
+                        rule=tuple(x.copy() for x in a[-5:]))
         return fill(*a)
 
     mf._fill = keep
@@ -55,6 +58,7 @@ def rounds(inc: dict) -> list[dict]:
     nf, nl = len(f_ptr) - 1, len(cap)
     ef = np.repeat(np.arange(nf), np.diff(f_ptr))
     alive, residual, out = inc["active"].copy(), cap.copy(), []
+    rate = np.zeros(nf)
     while alive.any():
         keep = alive[ef]
         e_f, e_l, e_w = ef[keep], el[keep], ew[keep]
@@ -76,21 +80,48 @@ def rounds(inc: dict) -> list[dict]:
         touched &= alive & ~hit
         relinks = np.zeros(nl, bool)  # their links: the minimum level may move
         relinks[e_l[touched[e_f]]] = True
+        rate[hit] = m[hit]
+        alive &= ~hit
         out.append({"round": len(out), "live_entries": int(len(e_f)),
                     "frozen_flows": int(hit.sum()), "links_changed": int(changed.sum()),
-                    "incremental_entries": int(touched[e_f].sum() + relinks[e_l].sum())})
+                    "incremental_entries": int(touched[e_f].sum() + relinks[e_l].sum()),
+                    "rule_settled": int(_settled(inc["rule"], alive, rate, m, tol))})
         sel = hit[e_f]
         residual -= np.bincount(e_l[sel], weights=e_w[sel] * m[e_f[sel]], minlength=nl)
-        alive &= ~hit
     return out
+
+
+def _settled(rule, alive, rate, level, tol) -> bool:
+    """The stop rule after a round (``netsim.flow.maxmin._settled`` in numpy): no live flow's
+    time at its level, with the margin, above its segment's slowest frozen time."""
+    seg, lat, size, bpb, floor = rule
+    if len(seg) == 0:
+        return False
+
+    def times(r):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return lat + size * np.where(r > 0, bpb / r, np.inf)
+
+    slow = floor.copy()
+    f = np.flatnonzero(~alive & (seg >= 0))
+    np.maximum.at(slow, seg[f], times(rate)[f])
+    g = np.flatnonzero(alive & (seg >= 0))
+    return bool(np.all(times(level)[g] * tol <= slow[seg[g]]))
 
 
 def totals(rows: list[dict]) -> str:
     """The sentence the docs quote, from one round per row."""
     full = sum(int(r["live_entries"]) for r in rows)
     incr = sum(int(r["incremental_entries"]) for r in rows)
-    return (f"{len(rows)} rounds; a full level pass visits {full / 1e6:.0f} M entries over the "
+    text = (f"{len(rows)} rounds; a full level pass visits {full / 1e6:.0f} M entries over the "
             f"rounds, an incremental one {incr / 1e6:.0f} M ({incr / full:.2f}x)")
+    settled = [int(r["round"]) for r in rows if int(r.get("rule_settled", 0))]
+    if settled:
+        k = settled[0]
+        upto = sum(int(r["live_entries"]) for r in rows[:k + 1])
+        text += (f". The stop rule is settled after round {k + 1} of {len(rows)}: "
+                 f"{upto / 1e6:.1f} M entries visited, {upto / full:.1%} of the full filling")
+    return text
 
 
 def render(doc: Path, source: Path) -> None:

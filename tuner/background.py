@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from inputspec import is_decimal, rule
-from netsim.workload.flowcomm import OPS, FlowCommModel, _rounds
+from netsim.workload.flowcomm import OPS, FlowCommModel, _call_times, _rounds
 
 
 @dataclass(frozen=True)
@@ -316,20 +316,20 @@ class SharedFabricCommModel(FlowCommModel):
             self._merged[key] = _Merged(merged, own.num_flows, persistent)
         return self._merged[key]
 
-    def _steady(self, built, sizes: np.ndarray) -> np.ndarray:
+    def _steady(self, built, sizes: np.ndarray, want=None) -> np.ndarray:
         """Latency + bytes at the max-min rate of the call's slowest commodity, with the
-        background's commodities in the same allocation."""
+        background's commodities in the same allocation (none of them read by a stop rule)."""
         key = id(built)
-        if key not in self._shared_rate:
+        rate = self._shared_rate.get(key)
+        if rate is None:
             m = self._merge(built)
             self.runs += 1
-            self._shared_rate[key] = self.sharing.rates(m.inc, built.capacity_bps)[:m.own]
-        rate = self._shared_rate[key]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s_per_byte = np.where(rate > 0, built.bits_per_byte / rate, np.inf)
-        slowest = np.zeros(built.num_calls)
-        np.maximum.at(slowest, built.com_call, s_per_byte)
-        return built.latency_s + sizes * slowest
+            rule = self._rule(built, sizes, want)
+            full = None if rule is None else _unread(rule, m.inc.num_flows - m.own)
+            rate = self.sharing.rates(m.inc, built.capacity_bps, slowest=full)[:m.own]
+            if rule is None:
+                self._shared_rate[key] = rate
+        return _call_times(built, sizes, rate)
 
     def _run_fluid(self, built, sizes: np.ndarray) -> np.ndarray:
         from netsim.flow.fluid import FluidProblem, run_fluid
@@ -349,6 +349,16 @@ class SharedFabricCommModel(FlowCommModel):
             persistent=m.persistent)
         res = run_fluid(problem, self.sharing)
         return np.asarray(res.chain_end_ps[:built.num_calls], np.float64) / PS_PER_S
+
+
+def _unread(rule, n: int):
+    """The stop rule with ``n`` more flows that no segment reads (the background's)."""
+    from netsim.flow.maxmin import Slowest
+
+    return Slowest(segment=np.r_[rule.segment, np.full(n, -1, np.int64)],
+                   latency_s=np.r_[rule.latency_s, np.zeros(n)],
+                   size_bytes=np.r_[rule.size_bytes, np.ones(n)],
+                   bits_per_byte=np.r_[rule.bits_per_byte, np.ones(n)], floor_s=rule.floor_s)
 
 
 def _connected(own, bg):

@@ -145,8 +145,69 @@ def _segment_min(keys: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class Slowest:
+    """What a caller of ``maxmin_rates`` reads when it wants only each segment's slowest
+    transfer (``FlowCommModel`` pricing a batch of sends: the slowest pair of each pipeline
+    stage). Flow f's time at rate r is ``latency_s[f] + size_bytes[f] * (bits_per_byte[f] /
+    r)`` (infinite at r = 0); a segment's time is the largest of its flows' and of its floor
+    (``floor_s``: the slowest already known from elsewhere, -inf for none). Flows of segment
+    -1 are not read.
+
+    Given this rule the progressive filling stops as soon as no unfrozen flow can be the
+    slowest of its segment: a flow's level (the tightest share on its path) only rises from
+    round to round, so its time at its current level bounds its final time from above; once
+    every such bound is below the segment's slowest frozen time (by the filling's relative
+    tolerance, far above rounding), the segment's time is settled. Frozen flows get their
+    exact rates; unfrozen ones their level, a lower bound, which can change no segment's time.
+    ``segment_times`` of the returned rates is then, bit for bit, that of the full allocation.
+    """
+
+    segment: np.ndarray
+    latency_s: np.ndarray
+    size_bytes: np.ndarray
+    bits_per_byte: np.ndarray
+    floor_s: np.ndarray
+
+    def __post_init__(self) -> None:
+        n = len(self.segment)
+        for name in ("latency_s", "size_bytes", "bits_per_byte"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"Slowest.{name} has {len(getattr(self, name))} entries, "
+                                 f"segment {n}: give one per flow")
+        if n and (np.min(self.size_bytes) <= 0 or np.min(self.bits_per_byte) <= 0
+                  or np.min(self.latency_s) < 0):
+            raise ValueError("Slowest: sizes and bits per byte must be positive, latencies "
+                             "not negative")
+        if n and np.max(self.segment) >= len(self.floor_s):
+            raise ValueError(f"Slowest.segment goes up to {np.max(self.segment)}: floor_s "
+                             f"needs one entry per segment")
+
+    def arrays(self) -> tuple:
+        """The rule as the compiled kernel takes it (the floors copied: it raises them)."""
+        return (np.ascontiguousarray(self.segment, np.int64),
+                np.ascontiguousarray(self.latency_s, np.float64),
+                np.ascontiguousarray(self.size_bytes, np.float64),
+                np.ascontiguousarray(self.bits_per_byte, np.float64),
+                np.array(self.floor_s, np.float64))
+
+    def times(self, rate: np.ndarray) -> np.ndarray:
+        """Each flow's time at ``rate``."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.where(rate > 0, self.bits_per_byte / rate, np.inf)
+        return self.latency_s + self.size_bytes * x
+
+    def segment_times(self, rate: np.ndarray) -> np.ndarray:
+        """Each segment's time: its floor or its slowest flow's time at ``rate``."""
+        out = np.array(self.floor_s, np.float64)
+        sel = self.segment >= 0
+        np.maximum.at(out, self.segment[sel], self.times(rate)[sel])
+        return out
+
+
 def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None = None,
-                 max_rate: np.ndarray | None = None) -> np.ndarray:
+                 max_rate: np.ndarray | None = None, slowest: Slowest | None = None
+                 ) -> np.ndarray:
     """Max-min fair rate of every flow (progressive filling, parallel bottleneck rounds).
 
     Parameters
@@ -159,6 +220,10 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
         Flows that take part; inactive flows get rate 0 and use no capacity.
     max_rate : np.ndarray[float], optional
         Per-flow rate ceiling (a demand); ``inf`` for none.
+    slowest : Slowest, optional
+        Only each segment's slowest time will be read: stop once it is settled (see
+        :class:`Slowest`; the rates of flows that cannot be a segment's slowest are then
+        lower bounds).
 
     Returns
     -------
@@ -166,16 +231,25 @@ def maxmin_rates(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None
         Rate of each flow. A flow that crosses no link and has no ceiling gets ``inf``.
     """
     capacity, unfrozen, ceiling = _checked(inc, capacity, active, max_rate)
-    rate = maxmin_rates_fast(inc, capacity, unfrozen, ceiling, 1 + _RTOL)
-    return _filling(inc, capacity, unfrozen, ceiling) if rate is None else rate
+    _check_rule(inc, slowest)
+    rate = maxmin_rates_fast(inc, capacity, unfrozen, ceiling, 1 + _RTOL, slowest)
+    return _filling(inc, capacity, unfrozen, ceiling, slowest) if rate is None else rate
 
 
 def maxmin_rates_plain(inc: Incidence, capacity: np.ndarray, active: np.ndarray | None = None,
-                       max_rate: np.ndarray | None = None) -> np.ndarray:
+                       max_rate: np.ndarray | None = None, slowest: Slowest | None = None
+                       ) -> np.ndarray:
     """``maxmin_rates`` by the plain numpy loop, every round over every unfrozen entry (the
     reference the compiled kernel of ``netsim.flow.maxmin_fast`` is tested against: the
     same rates, bit for bit)."""
-    return _filling(inc, *_checked(inc, capacity, active, max_rate))
+    _check_rule(inc, slowest)
+    return _filling(inc, *_checked(inc, capacity, active, max_rate), slowest)
+
+
+def _check_rule(inc: Incidence, slowest: Slowest | None) -> None:
+    if slowest is not None and len(slowest.segment) != inc.num_flows:
+        raise ValueError(f"Slowest has {len(slowest.segment)} flows, the incidence "
+                         f"{inc.num_flows}: give one per flow")
 
 
 def _checked(inc: Incidence, capacity, active, max_rate):
@@ -192,10 +266,12 @@ def _checked(inc: Incidence, capacity, active, max_rate):
 
 
 def _filling(inc: Incidence, capacity: np.ndarray, unfrozen: np.ndarray,
-             ceiling: np.ndarray) -> np.ndarray:
-    """Progressive filling in numpy, every round over every unfrozen entry."""
+             ceiling: np.ndarray, slowest: Slowest | None = None) -> np.ndarray:
+    """Progressive filling in numpy, every round over every unfrozen entry (until the stop
+    rule ``slowest`` is settled, if one is given)."""
     nf, nl = inc.num_flows, inc.num_links
     rate = np.zeros(nf)
+    taking = unfrozen.copy()  # frozen flows are these less the unfrozen ones
     residual = capacity.copy()
     # the entries of unfrozen flows (flow order); each round drops those of the flows it
     # freezes (the same entries in the same order as masking the full arrays gives, so the
@@ -232,7 +308,22 @@ def _filling(inc: Incidence, capacity: np.ndarray, unfrozen: np.ndarray,
         sel = hit[ef]
         residual -= np.bincount(el[sel], weights=ew[sel] * rate[ef[sel]], minlength=nl)
         unfrozen &= ~hit
+        if slowest is not None and _settled(slowest, taking & ~unfrozen, unfrozen, rate, m_flow):
+            rate[unfrozen] = m_flow[unfrozen]
+            break
     return rate
+
+
+def _settled(rule: Slowest, frozen: np.ndarray, live: np.ndarray, rate: np.ndarray,
+             level: np.ndarray) -> bool:
+    """No live flow of a segment can be its slowest: its time at its level, with the
+    filling's tolerance as margin, is at most the segment's slowest frozen time."""
+    seg = rule.segment
+    slow = np.array(rule.floor_s, np.float64)
+    f = np.flatnonzero(frozen & (seg >= 0))
+    np.maximum.at(slow, seg[f], rule.times(rate)[f])
+    g = np.flatnonzero(live & (seg >= 0))
+    return bool(np.all(rule.times(level)[g] * (1 + _RTOL) <= slow[seg[g]]))
 
 
 def link_load(inc: Incidence, rate: np.ndarray) -> np.ndarray:

@@ -70,17 +70,20 @@ def _exact_sums(w: np.ndarray) -> bool:
 
 
 def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: np.ndarray,
-                      tol: float) -> np.ndarray | None:
+                      tol: float, slowest=None) -> np.ndarray | None:
     """Rates of ``maxmin_rates`` (inputs already checked there), or None when the kernel
     cannot run this incidence. From the second allocation of an incidence on the same
     capacities and ceilings on, the rounds are re-run from the last one's trace
     (``_Trace``), for as long as that is faster than the kernel (the rates are the same
-    either way)."""
+    either way). With a stop rule (``slowest``: ``netsim.flow.maxmin.Slowest``) the kernel
+    runs until the rule is settled, without a trace."""
     if njit is None:
         return None
     s = _structure(inc)
     if s is None:
         return None
+    if slowest is not None:
+        return _kernel(inc, s, capacity, unfrozen, ceiling, tol, slowest)
     key = (capacity.tobytes(), ceiling.tobytes())
     st = inc.cache.get(_Trace.KEY)
     if st is None or st["key"] != key:  # first allocation on these capacities
@@ -96,14 +99,15 @@ def maxmin_rates_fast(inc, capacity: np.ndarray, unfrozen: np.ndarray, ceiling: 
     return rate
 
 
-def _kernel(inc, s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
+def _kernel(inc, s, capacity, unfrozen, ceiling, tol, slowest=None) -> np.ndarray:
     _, f_ptr, e_link, e_weight, exact = s
     l_ptr, l_flow = _by_link(inc)
+    rule = _NO_RULE if slowest is None else slowest.arrays()
     rate, status, _ = _fill(f_ptr, e_link, e_weight, l_ptr, l_flow,
                             np.ascontiguousarray(capacity, np.float64),
                             np.ascontiguousarray(unfrozen, np.bool_),
                             np.ascontiguousarray(ceiling, np.float64), float(tol), exact, False,
-                            *_NO_TRACE)
+                            *_NO_TRACE, *rule)
     if status:
         raise RuntimeError("progressive filling made no progress")  # pragma: no cover
     return rate
@@ -111,6 +115,7 @@ def _kernel(inc, s, capacity, unfrozen, ceiling, tol) -> np.ndarray:
 
 _NO_TRACE = (np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)), np.zeros((1, 1)),
              np.zeros((1, 1), np.bool_), np.zeros(1, np.int64), np.zeros(1, np.int64))
+_NO_RULE = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
 
 
 class _Trace:
@@ -192,7 +197,8 @@ def _record(cls, inc, s, st: dict, unfrozen, ceiling, tol):
         l_ptr, l_flow = _by_link(inc)
         rate, status, k = _fill(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, act.copy(),
                                 np.ascontiguousarray(ceiling, np.float64), float(tol), exact,
-                                True, tr.load, tr.res, tr.m, tr.lmin, tr.bn, tr.nunf, tr.rho)
+                                True, tr.load, tr.res, tr.m, tr.lmin, tr.bn, tr.nunf, tr.rho,
+                                *_NO_RULE)
         if status == 1:
             raise RuntimeError("progressive filling made no progress")  # pragma: no cover
         if status == 0:
@@ -227,7 +233,8 @@ def _link_weights(inc) -> np.ndarray:
 
 
 def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling, tol,
-             exact_load, rec, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, rho):
+             exact_load, rec, t_load, t_res, t_m, t_lmin, t_bn, t_nunf, rho,
+             seg, s_lat, s_size, s_bpb, slowest):
     """The kernel (compiled by numba below; see the module docstring). With ``rec``, each
     round's state is written to the trace rows (``_Trace``) and each flow's freeze round to
     ``rho``. Returns (rates, status, rounds): status 0 done, 1 no progress, 2 out of rows.
@@ -236,8 +243,14 @@ def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling
     ``l_flow``: the entries in link order) and from the flows whose level is their ceiling or
     unbounded (noted while the levels are computed), then frozen in flow order: the flows
     and the order of a scan of every live flow, at the cost of the frozen ones only (each
-    link is a bottleneck in one round at most: all its live flows freeze there)."""
+    link is a bottleneck in one round at most: all its live flows freeze there).
+
+    With a stop rule (``seg`` not empty: ``netsim.flow.maxmin.Slowest``), ``slowest`` holds
+    each segment's slowest time so far (its floor to start with) and the rounds stop once no
+    live flow can be any segment's slowest (``_settled``); the live flows then keep their
+    level as their rate, a lower bound."""
     nf, nl = len(f_ptr) - 1, len(capacity)
+    ruled = len(seg) > 0
     inf = np.inf
     rate = np.zeros(nf)
     residual = capacity.copy()
@@ -265,6 +278,8 @@ def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling
         if f_ptr[f + 1] == f_ptr[f]:  # no link: its ceiling, or unbounded (round 1)
             rate[f] = ceiling[f] if np.isfinite(ceiling[f]) else inf
             linkless += 1
+            if ruled:
+                _fold(f, rate[f], seg, s_lat, s_size, s_bpb, slowest)
             if rec:
                 rho[f] = 0
                 t_m[0, f] = min(inf, ceiling[f])
@@ -351,6 +366,8 @@ def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling
                     delta[el[e]] += ew[e] * v
             alive[i] = False
             alive_n -= 1
+            if ruled:
+                _fold(f, rate[f], seg, s_lat, s_size, s_bpb, slowest)
             if rec:
                 rho[f] = rnd
             live_entries -= b - a
@@ -360,6 +377,11 @@ def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling
         for ln in range(nl):
             residual[ln] -= delta[ln]
             delta[ln] = 0.0
+        if ruled and _settled(n, alive, ff, m, tol, seg, s_lat, s_size, s_bpb, slowest):
+            for i in range(n):
+                if alive[i]:
+                    rate[ff[i]] = m[i]
+            return rate, 0, rnd + 1
         if live_entries * 4 < k * 3:  # drop the entries of frozen flows
             n, k = _compact(n, ff, fp, m, alive, el, ew, pos)
         if not exact_load:  # the load summed over the live entries in entry order
@@ -376,6 +398,33 @@ def _fill_py(f_ptr, e_link, e_weight, l_ptr, l_flow, capacity, unfrozen, ceiling
         t_bn[rnd, :] = False
         t_nunf[rnd] = 0
     return rate, 0, rnd
+
+
+def _term(f, r, s_lat, s_size, s_bpb):
+    """Flow *f*'s time at rate *r*, as ``FlowCommModel`` computes a transfer's (latency plus
+    size times seconds per byte; infinite at rate 0)."""
+    x = s_bpb[f] / r if r > 0 else np.inf
+    return s_lat[f] + s_size[f] * x
+
+
+def _fold(f, r, seg, s_lat, s_size, s_bpb, slowest):
+    """A frozen flow's time joins its segment's slowest."""
+    s = seg[f]
+    if s >= 0:
+        slowest[s] = max(slowest[s], _term(f, r, s_lat, s_size, s_bpb))
+
+
+def _settled(n, alive, ff, m, tol, seg, s_lat, s_size, s_bpb, slowest):
+    """No live flow can be its segment's slowest: its time at its level (an upper bound of its
+    final time: levels only rise) is, with the tolerance's margin, below the segment's slowest
+    frozen time."""
+    for i in range(n):
+        if alive[i]:
+            f = ff[i]
+            s = seg[f]
+            if s >= 0 and _term(f, m[i], s_lat, s_size, s_bpb) * tol > slowest[s]:
+                return False
+    return True
 
 
 def _compact_py(n, ff, fp, m, alive, el, ew, pos):
@@ -778,6 +827,8 @@ def _jit(fn, **kwargs):
 
 if njit is not None:
     _compact = _jit(_compact_py, nogil=True)
+    for _name in ("_term", "_fold", "_settled"):
+        globals()[_name] = _jit(globals()[_name], inline="always")
     _fill = _jit(_fill_py, nogil=True)
     # the re-solve's helpers, inlined into it (numba IR inlining: one compiled function)
     for _name in ("_same", "_mark_each", "_mark_flow_links", "_mark_active", "_share",

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.flow.maxmin import Incidence, link_load, maxmin_rates
+from netsim.flow.maxmin import Incidence, Slowest, link_load, maxmin_rates
 from netsim.flow.pfc import pfc_rates
 
 MODELS = ("maxmin", "dcqcn", "pfc")
@@ -75,13 +75,22 @@ class SharingModel:
         if not 0 < self.wire_efficiency <= 1:
             raise ValueError(f"wire_efficiency={self.wire_efficiency}: must be in (0, 1]")
 
+    @property
+    def stops_early(self) -> bool:
+        """Whether ``rates`` honours a stop rule (``maxmin`` only: ``dcqcn`` derates links by
+        the whole first allocation, ``pfc`` is another model)."""
+        return self.name == "maxmin"
+
     def rates(self, inc: Incidence, capacity_bps: np.ndarray,
-              active: np.ndarray | None = None) -> np.ndarray:
-        """Rate of every flow (bits/s of payload) for the active set."""
+              active: np.ndarray | None = None, slowest: Slowest | None = None
+              ) -> np.ndarray:
+        """Rate of every flow (bits/s of payload) for the active set. With ``slowest``
+        (``maxmin`` only, see ``stops_early``; ignored otherwise), only each segment's
+        slowest time is exact (``netsim.flow.maxmin.Slowest``)."""
         cap = np.asarray(capacity_bps, np.float64) * self.wire_efficiency
         if self.name == "pfc":
             return pfc_rates(inc, cap, active)
-        rate = maxmin_rates(inc, cap, active)
+        rate = maxmin_rates(inc, cap, active, slowest=slowest if self.stops_early else None)
         if self.name == "maxmin":
             return rate
         return self._dcqcn(inc, cap, active, rate)

@@ -99,12 +99,19 @@ def group_scopes(groups: np.ndarray, loc: Locality) -> np.ndarray:
 @dataclass(frozen=True, slots=True)
 class CommBatch:
     """Concurrent calls of one op: ``groups[i]`` are the GPUs of call i, of ``size_bytes``
-    (one number for all calls, or one per call)."""
+    (one number for all calls, or one per call).
+
+    ``slowest_of`` (optional, one segment number per call) says the caller reads only the
+    largest time of each segment (``predict``: the slowest group of each stage). A model may
+    then return, for the calls that are not their segment's slowest, any time up to that
+    slowest: the flow engine stops its allocation once every segment's slowest is settled
+    (``netsim.flow.maxmin.Slowest``). Each segment's largest time is the same either way."""
 
     op: str
     kind: str
     groups: np.ndarray
     size_bytes: float | np.ndarray
+    slowest_of: np.ndarray | None = None
 
     def sizes(self) -> np.ndarray:
         """Per-call sizes, bytes."""

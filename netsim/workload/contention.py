@@ -40,6 +40,26 @@ def _times(built, rate: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return built.latency_s + sizes * slowest
 
 
+def _slowest_rule(model, parts):
+    """Only each part's slowest call is read (``_times(...).max()``): the stop rule of an
+    allocation of the parts' commodities in this order, one segment per part (None where the
+    model does not stop early)."""
+    from netsim.flow.maxmin import Slowest
+
+    if not (getattr(model, "stop_at_slowest", False) and model.sharing.stops_early):
+        return None
+    seg, lat, size, bpb = [], [], [], []
+    for i, (bt, sz) in enumerate(parts):
+        c = bt.com_call
+        seg.append(np.full(bt.inc.num_flows, i, np.int64))
+        lat.append(bt.latency_s[c])
+        size.append(np.asarray(sz, np.float64)[c])
+        bpb.append(bt.bits_per_byte)
+    return Slowest(segment=np.concatenate(seg), latency_s=np.concatenate(lat),
+                   size_bytes=np.concatenate(size), bits_per_byte=np.concatenate(bpb),
+                   floor_s=np.full(len(parts), -np.inf))
+
+
 def joint_slowdown(model, batches: Sequence[CommBatch], loc: Locality) -> dict[str, float]:
     """Slowdown (>= 1 where links are shared) of each batch's slowest call when all
     ``batches`` share one allocation, keyed by ``batch.kind``.
@@ -60,7 +80,8 @@ def joint_slowdown(model, batches: Sequence[CommBatch], loc: Locality) -> dict[s
     out = {b.kind: 1.0 for b in batches}
     if len(parts) < 2:
         return out
-    alone = {k: _times(bt, model.sharing.rates(bt.inc, bt.capacity_bps), sz).max()
+    alone = {k: _times(bt, model.sharing.rates(
+        bt.inc, bt.capacity_bps, slowest=_slowest_rule(model, [(bt, sz)])), sz).max()
              for k, bt, sz in parts}
     flows, links, weights, counts, offset = [], [], [], [], 0
     for _, bt, _ in parts:
@@ -73,7 +94,8 @@ def joint_slowdown(model, batches: Sequence[CommBatch], loc: Locality) -> dict[s
     joint = Incidence._build(parts[0][1].inc.num_links, offset, np.concatenate(flows),
                              np.concatenate(links), np.concatenate(weights),
                              np.concatenate(counts))
-    rate = model.sharing.rates(joint, parts[0][1].capacity_bps)
+    rate = model.sharing.rates(joint, parts[0][1].capacity_bps,
+                               slowest=_slowest_rule(model, [(bt, sz) for _, bt, sz in parts]))
     model.runs += 1 + len(parts)
     start = 0
     for kind, bt, sz in parts:

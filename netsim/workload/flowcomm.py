@@ -43,6 +43,12 @@ that it and the sending NIC's uplink carry) are dropped before the allocation, w
 it unchanged and cuts the entries of the 12,288-GPU job's send batches from 1.44 M to 0.79 M
 (all PCIe entries, half of the host-link entries, a sixth of the ToR-agg entries).
 
+Where the caller reads only the slowest call of each segment (``CommBatch.slowest_of``:
+``predict`` keeps the slowest group of each stage), a steady allocation stops once those are
+settled (``netsim.flow.maxmin.Slowest``): on the 12,288-GPU job's send rounds, after the first
+round of the filling (``benchmarks/maxmin_rounds.py`` counts them). It then takes the incidence with every link, since dropping the
+dominated ones would cost more than the round it saves; the segments' times are the same.
+
 Caching: the plan of one call is built once per distinct (op, size, layout of its members
 over servers) and replicated over the batch by substituting GPUs (exact: the plan depends on
 nothing else); steady-state rates do not depend on the bytes, so they are computed once per
@@ -138,40 +144,64 @@ class FlowCommModel:
         if net.size == 0:
             return out
         rounds = _rounds(groups[net]) if batch.op == "send" else [np.arange(net.size)]
+        known = np.ones(len(out), bool)  # calls whose time in ``out`` is final
+        known[net] = False
         for k, r in enumerate(rounds):
             idx = net[r]
             if self.progress is not None:
                 tag = f" round {k + 1}/{len(rounds)}" if len(rounds) > 1 else ""
                 self.progress(f"flow engine: {batch.kind} {batch.op} x{idx.size}{tag}")
-            out[idx] = self._price(OPS[batch.op], groups[idx], sizes[idx])
+            want = _wanted(batch.slowest_of, idx, out, known)
+            out[idx] = self._price(OPS[batch.op], groups[idx], sizes[idx], want)
+            known[idx] = True
         return out
 
-    def _price(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    def _price(self, op: str, groups: np.ndarray, sizes: np.ndarray,
+               want: _Want | None = None) -> np.ndarray:
         built = self._build(op, groups, sizes)
         mode = self.mode
         if mode == "auto":
-            small = built.inc.num_flows <= self.fluid_max_commodities
+            small = built.whole.num_flows <= self.fluid_max_commodities
             mode = "fluid" if built.lockstep and small else "steady"
         if mode == "steady" and built.phases_per_call > 1:
             mode = "fluid"  # phases run one after the other: one allocation cannot say when
         if mode == "steady":
-            return self._steady(built, sizes)
+            return self._steady(built, sizes, want)
         key = (op, groups.tobytes(), groups.shape, sizes.tobytes())
         if key not in self._fluid:
             self._fluid[key] = self._run_fluid(built, sizes)
         return self._fluid[key]
 
     # -----------------------------------------------------------------------------------------
-    def _steady(self, built: _Built, sizes: np.ndarray) -> np.ndarray:
+    stop_at_slowest = True
+    """Where the caller reads only each segment's slowest call (``CommBatch.slowest_of``),
+    stop the max-min allocation once those are settled (the same times: a choice of speed)."""
+
+    def _steady(self, built: _Built, sizes: np.ndarray, want: _Want | None = None
+                ) -> np.ndarray:
         """Latency + bytes at the max-min rate of the call's slowest commodity."""
-        if built.rate is None:
+        rate = built.rate
+        if rate is None:
             self.runs += 1
-            built.rate = self.sharing.rates(built.inc, built.capacity_bps)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s_per_byte = np.where(built.rate > 0, built.bits_per_byte / built.rate, np.inf)
-        slowest = np.zeros(built.num_calls)
-        np.maximum.at(slowest, built.com_call, s_per_byte)
-        return built.latency_s + sizes * slowest
+            rule = self._rule(built, sizes, want)
+            # stopped after a round or few, the allocation costs less than dropping the
+            # dominated links (which changes no rate) would
+            inc = built.inc if rule is None else built.whole
+            rate = self.sharing.rates(inc, built.capacity_bps, slowest=rule)
+            if rule is None:  # every rate exact: kept for other sizes of these calls
+                built.rate = rate
+        return _call_times(built, sizes, rate)
+
+    def _rule(self, built: _Built, sizes: np.ndarray, want: _Want | None):
+        """The stop rule of this allocation (``netsim.flow.maxmin.Slowest``), or None."""
+        if want is None or not self.stop_at_slowest or not self.sharing.stops_early:
+            return None
+        from netsim.flow.maxmin import Slowest
+
+        c = built.com_call
+        return Slowest(segment=want.segment[c], latency_s=built.latency_s[c],
+                       size_bytes=sizes[c], bits_per_byte=built.bits_per_byte,
+                       floor_s=want.floor_s)
 
     def _run_fluid(self, built: _Built, sizes: np.ndarray) -> np.ndarray:
         from netsim.flow.fluid import FluidProblem, run_fluid
@@ -261,9 +291,7 @@ class FlowCommModel:
             np.cumsum(np.bincount(cat["flow"], minlength=ncomm), out=indptr[1:])
             inc = Incidence.from_csr(indptr, cat["link"], self.fabric.num_links, cat["weight"])
         capacity = np.asarray(self.fabric.link_capacity_bps, np.float64)
-        if self.drop_dominated:
-            inc = _drop_dominated(inc, capacity)
-        return _Built(inc=inc, capacity_bps=capacity,
+        return _Built(whole=inc, prune=self.drop_dominated, capacity_bps=capacity,
                       bits_per_byte=cat["bits"], com_call=cat["com_call"], phase=cat["phase"],
                       phase_chain=cat["ph_call"].astype(np.int64),
                       phase_latency_ps=cat["ph_lat"].astype(np.int64), num_calls=len(groups),
@@ -303,12 +331,45 @@ class UncontendedFlowCommModel(FlowCommModel):
 
     drop_dominated = False  # keep every fixed link (a dominated one may be the tight one)
 
-    def _price(self, op: str, groups: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    def _price(self, op: str, groups: np.ndarray, sizes: np.ndarray,
+               want: _Want | None = None) -> np.ndarray:
         built = self._build(op, groups, sizes)
         if built.alone_s_per_byte is None:
             built.alone_s_per_byte = _alone_s_per_byte(
                 built, self.fabric, self.sharing.wire_efficiency)
         return built.latency_s + sizes * built.alone_s_per_byte
+
+
+def _call_times(built: _Built, sizes: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """Each call's latency plus its bytes at its slowest commodity's rate."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s_per_byte = np.where(rate > 0, built.bits_per_byte / rate, np.inf)
+    slowest = np.zeros(built.num_calls)
+    np.maximum.at(slowest, built.com_call, s_per_byte)
+    return built.latency_s + sizes * slowest
+
+
+@dataclass(frozen=True)
+class _Want:
+    """What the caller reads of a priced set of calls: each segment's slowest (``segment``,
+    one per call, numbered from 0), at least ``floor_s`` (the slowest already known)."""
+
+    segment: np.ndarray
+    floor_s: np.ndarray
+
+
+def _wanted(slowest_of: np.ndarray | None, idx: np.ndarray, out: np.ndarray,
+            known: np.ndarray) -> _Want | None:
+    """The calls ``idx`` of a batch read by segment: their segments, renumbered from 0, with
+    the slowest final time each already has among the ``known`` calls as its floor."""
+    if slowest_of is None:
+        return None
+    seg = np.asarray(slowest_of, np.int64)
+    ids, local = np.unique(seg[idx], return_inverse=True)
+    floor = np.full(len(ids), -np.inf)
+    k = np.flatnonzero(known & np.isin(seg, ids))
+    np.maximum.at(floor, np.searchsorted(ids, seg[k]), out[k])
+    return _Want(local.astype(np.int64), floor)
 
 
 def _alone_s_per_byte(built: _Built, fabric, wire_efficiency: float) -> np.ndarray:
@@ -333,9 +394,13 @@ _REF_BYTES = 1 << 30  # size the plans of linear ops are built at (bytes per byt
 
 @dataclass
 class _Built:
-    """Commodities of one batch; bytes per call byte, so one build serves every size."""
+    """Commodities of one batch; bytes per call byte, so one build serves every size.
 
-    inc: object
+    ``whole`` is the incidence with every link; ``inc`` the one the allocations take, without
+    the links whose constraint another link implies when ``prune`` (dropped on first use:
+    a stopped allocation takes ``whole`` and never needs it)."""
+
+    whole: object
     capacity_bps: np.ndarray
     bits_per_byte: np.ndarray
     com_call: np.ndarray
@@ -348,6 +413,16 @@ class _Built:
     latency_s: np.ndarray
     rate: np.ndarray | None = None
     alone_s_per_byte: np.ndarray | None = None
+    prune: bool = False
+    _pruned: object = None
+
+    @property
+    def inc(self):
+        if not self.prune:
+            return self.whole
+        if self._pruned is None:
+            self._pruned = _drop_dominated(self.whole, self.capacity_bps)
+        return self._pruned
 
 
 @dataclass

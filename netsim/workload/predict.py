@@ -425,7 +425,8 @@ def _per_stage(cm: CommModel, op: str, kind: str, groups: list[np.ndarray],
         return np.zeros(len(groups))
     counts = [g.shape[0] for g in groups]
     batch = CommBatch(op, kind, np.concatenate(groups),
-                      np.repeat(np.asarray(sizes, dtype=np.float64), counts))
+                      np.repeat(np.asarray(sizes, dtype=np.float64), counts),
+                      slowest_of=np.repeat(np.arange(len(groups)), counts))
     t = np.asarray(cm.batch_s(batch, loc), dtype=np.float64)
     return np.array([seg.max() for seg in np.split(t, np.cumsum(counts)[:-1])])
 

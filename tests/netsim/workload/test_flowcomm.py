@@ -3,6 +3,8 @@ speed paths change no number."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -199,3 +201,54 @@ def test_rounds_are_kept_per_exact_groups():
     assert [r.tolist() for r in flowcomm._rounds(b)] == [[0, 1], [2]]
     assert [r.tolist() for r in flowcomm._rounds(a.astype(np.int32))] == [[0, 2], [1]]
     assert not flowcomm._rounds(a)[0].flags.writeable  # shared: nobody may change it
+
+
+# A batch read only per segment (``CommBatch.slowest_of``, as ``predict`` reads the slowest
+# group of each stage) stops the allocation once each segment's slowest is settled: every
+# segment's time is the full allocation's, bit for bit.
+def _segment_max(t: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    out = np.full(seg.max() + 1, -np.inf)
+    np.maximum.at(out, seg, t)
+    return out
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_stopping_at_each_segments_slowest_keeps_every_segment_time(tiny, background):
+    from tuner.background import SharedFabricCommModel
+
+    loc = fabric_locality(tiny)
+    perm = np.random.default_rng(11).permutation(64)
+    pairs = np.c_[perm[:48], np.roll(perm[:48], 5)]  # sends over 2 rounds
+    bg = [CommBatch("send", "pp", np.c_[perm[48:], np.roll(perm[48:], 1)], 4e6)]
+    stopped = 0
+    for q, seed, seg in itertools.product((1, 4), range(3), (np.arange(48) % 3, np.arange(48))):
+        nccl = NcclConfig(qps_per_connection=q, alpha_nvlink_us=A100.intra_latency_s * 1e6,
+                          alpha_net_us=A100.net_latency_s * 1e6)
+
+        kw = dict(nccl=nccl, seed=seed, mode="steady")
+        fast_m, plain_m = ((SharedFabricCommModel(tiny, A100, bg, **kw) if background
+                            else FlowCommModel(tiny, A100, **kw)) for _ in range(2))
+        plain_m.stop_at_slowest = False
+        batch = CommBatch("send", "pp", pairs, np.where(seg == 1, 9e6, 6e6), slowest_of=seg)
+        fast, plain = fast_m.batch_s(batch, loc), plain_m.batch_s(batch, loc)
+        assert _segment_max(fast, seg).tobytes() == _segment_max(plain, seg).tobytes()
+        assert np.all(fast <= _segment_max(plain, seg)[seg])
+        stopped += not np.array_equal(fast, plain)
+    assert stopped > 0  # the rule did stop some allocation early (else this tests nothing)
+
+
+def test_joint_slowdown_stops_early_with_the_same_slowdowns(tiny):
+    from netsim.workload.contention import joint_slowdown
+
+    loc = fabric_locality(tiny)
+    perm = np.random.default_rng(5).permutation(64)
+    sizes = np.random.default_rng(6).choice([1e5, 1e6, 2e7], 32)  # the slowest: not the least rate
+    batches = [CommBatch("all_to_all", "ep", perm[:32].reshape(4, 8), [2e6, 3e5, 2e6, 1e7]),
+               CommBatch("send", "pp", np.c_[perm[32:], np.roll(perm[32:], 3)], sizes)]
+    for q, seed in itertools.product((1, 4), range(3)):
+        nccl = NcclConfig(qps_per_connection=q, alpha_nvlink_us=A100.intra_latency_s * 1e6,
+                          alpha_net_us=A100.net_latency_s * 1e6)
+        fast_m, plain_m = (FlowCommModel(tiny, A100, nccl=nccl, seed=seed) for _ in range(2))
+        plain_m.stop_at_slowest = False
+        fast, plain = joint_slowdown(fast_m, batches, loc), joint_slowdown(plain_m, batches, loc)
+        assert fast == plain and set(fast) == {"ep", "pp"}
