@@ -125,8 +125,17 @@ class FlowCommModel:
         self._plans: dict = {}
         self._built: dict = {}
         self._fluid: dict = {}
+        if self.retain_heap:
+            from netsim.flow.heap_tuning import retain_freed_memory
+
+            retain_freed_memory(large=True)
         self.runs = 0
         """Flow-engine runs made (fluid runs and steady allocations)."""
+
+    retain_heap = True
+    """Keep freed memory in the process (``netsim.flow.heap_tuning``, process-wide, once):
+    each allocation's arrays of tens of MB are then reused, not faulted in again. Changes no
+    number."""
 
     drop_dominated = True
     """Drop links another link's constraint implies (a subclass that adds other traffic to the

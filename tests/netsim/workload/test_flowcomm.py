@@ -252,3 +252,38 @@ def test_joint_slowdown_stops_early_with_the_same_slowdowns(tiny):
         plain_m.stop_at_slowest = False
         fast, plain = joint_slowdown(fast_m, batches, loc), joint_slowdown(plain_m, batches, loc)
         assert fast == plain and set(fast) == {"ep", "pp"}
+
+
+_HEAP_CHILD = """
+import hashlib, sys
+import numpy as np
+import netsim.workload.flowcomm as fc
+from netsim.flow import heap_tuning
+from netsim.model.hardware import A100
+from netsim.workload import CommBatch, fabric_locality
+from topologies import Clos3Spec, clos3
+
+fc.FlowCommModel.retain_heap = sys.argv[1] == "1"
+fabric = clos3(Clos3Spec(name="t", servers=8, switch_radix=8, port_speed_gbps=200,
+                         tor_downlink_split=1, tor_down_up=(7, 1), servers_per_tor_group=4))
+perm = np.random.default_rng(3).permutation(64)
+digest = hashlib.sha256()
+for seed in (0, 1):
+    model = fc.FlowCommModel(fabric, A100, seed=seed)
+    for b in (CommBatch("send", "pp", perm.reshape(32, 2), 6e6, slowest_of=np.arange(32) % 4),
+              CommBatch("all_reduce", "dp", perm[:48].reshape(6, 8), 1e8)):
+        digest.update(model.batch_s(b, fabric_locality(fabric)).tobytes())
+print(heap_tuning._level, digest.hexdigest())
+"""
+
+
+def test_the_heap_setting_changes_no_price():
+    """``FlowCommModel.retain_heap`` (glibc mmaps no block) moves no bit: the same batches
+    priced in a child process with the setting and in one without."""
+    import subprocess
+    import sys
+
+    out = [subprocess.run([sys.executable, "-c", _HEAP_CHILD, flag], check=True,
+                          capture_output=True, text=True).stdout.split() for flag in "01"]
+    assert out[0][0] == "0" and out[1][0] in ("2", "0")  # "0" in the child: no glibc mallopt
+    assert out[0][1] == out[1][1]
