@@ -108,8 +108,9 @@ def qp_split(fabric, job, check_qps: int) -> dict[str, float]:
     """CPU of the QP step's flow-engine predicts, made as ``recommend`` makes them (the search's
     2, 4 and 8 QPs on the search seed; the check's ``check_qps`` and 1 QP on the other seeds),
     on the topology-aware placement: the whole, and the time inside the max-min kernel, inside
-    building the batches' commodities, and within that routing (``_replicate``) and dropping
-    dominated links (the parts overlap: routing and dropping are inside building)."""
+    building the batches' commodities, within that routing (``_replicate``), and dropping
+    dominated links (inside building up to ee6acf6; since then on first use, by a full
+    allocation only)."""
     import netsim.flow.maxmin_fast as mf
     import netsim.workload.flowcomm as fc
     from tuner.outofsample import seeds_of
@@ -154,8 +155,8 @@ def render_split(doc_path: Path, sources: list[str]) -> None:
     from _results import render_between
 
     lines = ["| run | GPUs | predicts | CPU s | max-min kernel | building commodities | of which "
-             "replicating connections (QPs, routes) | of which dropping dominated links | "
-             "load |",
+             "replicating connections (QPs, routes) | dropping dominated links (inside building "
+             "before ee6acf6) | load |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for source in sources:
         label, _, path = source.rpartition("=")
