@@ -208,16 +208,28 @@ def _btree_parent(m: int, mirror: bool) -> np.ndarray:
     return parent
 
 
+def _chains(members: list[np.ndarray], c: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Channel *c*'s chain inside every server: each server's members rotated to start at
+    member ``c mod k``; returns the heads and the chain hops' sources and destinations, server
+    after server. One array operation where every server has as many members."""
+    if not members:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if len({len(m) for m in members}) == 1:
+        k = len(members[0])
+        rolled = np.roll(np.stack(members), -(c % k), axis=1)
+        return rolled[:, 0], rolled[:, :-1].ravel(), rolled[:, 1:].ravel()
+    chains = [np.roll(m, -(c % len(m))) for m in members]
+    return (np.array([s[0] for s in chains]), np.concatenate([s[:-1] for s in chains]),
+            np.concatenate([s[1:] for s in chains]))
+
+
 def tree_phase(lay: _Layout, size_bytes: int, nccl: NcclConfig) -> Phase:
     """Double binary tree all-reduce: chain inside servers, two mirrored trees across them."""
     nn, ch = lay.num_servers, nccl.channels
     src, dst, chan, grp = [], [], [], []
     depth = int(np.ceil(np.log2(nn + 1))) if nn > 1 else 0
     for c in range(ch):
-        heads = np.array([m[c % len(m)] for m in lay.members])
-        chains = [np.roll(m, -(c % len(m))) for m in lay.members]
-        cs = np.concatenate([s[:-1] for s in chains]) if chains else np.zeros(0, np.int64)
-        cd = np.concatenate([s[1:] for s in chains]) if chains else np.zeros(0, np.int64)
+        heads, cs, cd = _chains(lay.members, c)
         for t in (0, 1):
             g = 2 * c + t
             parent = _btree_parent(nn, mirror=bool(t))
