@@ -246,6 +246,20 @@ def maxmin_rates_plain(inc: Incidence, capacity: np.ndarray, active: np.ndarray 
     return _filling(inc, *_checked(inc, capacity, active, max_rate), slowest)
 
 
+def maxmin_first_round(indptr: np.ndarray, links: np.ndarray, weights: np.ndarray,
+                       capacity: np.ndarray, slowest: Slowest) -> np.ndarray | None:
+    """``maxmin_rates(Incidence.from_csr(indptr, links, len(capacity), weights), capacity,
+    slowest=slowest)`` when its stop rule is settled after the first round of the filling
+    (the same rates, bit for bit), without building the incidence; None when it is not (or
+    the compiled kernel is not available): build the incidence and call ``maxmin_rates``."""
+    from netsim.flow.maxmin_fast import first_round_rates
+
+    if len(slowest.segment) != len(indptr) - 1:
+        raise ValueError(f"Slowest has {len(slowest.segment)} flows, the paths "
+                         f"{len(indptr) - 1}: give one per flow")
+    return first_round_rates(indptr, links, weights, capacity, 1 + _RTOL, slowest)
+
+
 def _check_rule(inc: Incidence, slowest: Slowest | None) -> None:
     if slowest is not None and len(slowest.segment) != inc.num_flows:
         raise ValueError(f"Slowest has {len(slowest.segment)} flows, the incidence "

@@ -427,6 +427,68 @@ def _settled(n, alive, ff, m, tol, seg, s_lat, s_size, s_bpb, slowest):
     return True
 
 
+def _first_round_py(indptr, links, weights, capacity, tol, seg, s_lat, s_size, s_bpb,
+                    slowest):
+    """Round 1 of ``_fill_py`` on a CSR path list (every flow active, no ceiling), and the
+    stop rule after it. Returns (settled, rates): settled, every flow's rate is its level of
+    round 1 (the frozen ones' exact rates, the live ones' lower bounds), as ``_fill_py``
+    returns them when its rule is settled after round 1; else the caller runs the filling."""
+    nf, nl = len(indptr) - 1, len(capacity)
+    inf = np.inf
+    load = np.zeros(nl)
+    for e in range(len(links)):  # entry order = flow order, as the kernel sums
+        load[links[e]] += weights[e]
+    share = np.empty(nl)
+    lmin = np.full(nl, inf)
+    for ln in range(nl):
+        share[ln] = max(capacity[ln], 0.0) / load[ln] if load[ln] > 0 else inf
+    m = np.empty(nf)
+    for f in range(nf):
+        v = inf
+        for e in range(indptr[f], indptr[f + 1]):
+            v = min(v, share[links[e]])
+        m[f] = v
+        for e in range(indptr[f], indptr[f + 1]):
+            lmin[links[e]] = min(lmin[links[e]], v)
+    bottleneck = np.empty(nl, np.bool_)
+    for ln in range(nl):
+        bottleneck[ln] = load[ln] > 0 and share[ln] <= lmin[ln] * tol
+    live = np.zeros(nf, np.bool_)
+    for f in range(nf):
+        frozen = not np.isfinite(m[f])
+        if not frozen:
+            for e in range(indptr[f], indptr[f + 1]):
+                if bottleneck[links[e]]:
+                    frozen = True
+                    break
+        if frozen:
+            if not np.isfinite(m[f]):
+                m[f] = inf
+            _fold(f, m[f], seg, s_lat, s_size, s_bpb, slowest)
+        else:
+            live[f] = True
+    for f in range(nf):
+        s = seg[f]
+        if live[f] and s >= 0 and _term(f, m[f], s_lat, s_size, s_bpb) * tol > slowest[s]:
+            return False, m
+    return True, m
+
+
+def first_round_rates(indptr, links, weights, capacity, tol: float, slowest):
+    """``maxmin_rates(Incidence.from_csr(indptr, links, ..., weights), capacity,
+    slowest=slowest)`` where its stop rule is settled after the first round (the same rates,
+    bit for bit), without building the incidence; None where it is not (or without numba):
+    the caller builds it and runs the filling."""
+    if njit is None:
+        return None
+    settled, rate = _first_round(np.ascontiguousarray(indptr, np.int64),
+                                 np.ascontiguousarray(links, np.int64),
+                                 np.ascontiguousarray(weights, np.float64),
+                                 np.ascontiguousarray(capacity, np.float64), float(tol),
+                                 *slowest.arrays())
+    return rate if settled else None
+
+
 def _compact_py(n, ff, fp, m, alive, el, ew, pos):
     """Keep the live flows' entries (in order); return the new flow and entry counts.
     ``pos`` follows: a kept flow's new index, -1 for a dropped one."""
@@ -830,6 +892,7 @@ if njit is not None:
     for _name in ("_term", "_fold", "_settled"):
         globals()[_name] = _jit(globals()[_name], inline="always")
     _fill = _jit(_fill_py, nogil=True)
+    _first_round = _jit(_first_round_py, nogil=True)
     # the re-solve's helpers, inlined into it (numba IR inlining: one compiled function)
     for _name in ("_same", "_mark_each", "_mark_flow_links", "_mark_active", "_share",
                   "_took_part", "_status_changes", "_first_dirty", "_extend_rows",
@@ -840,3 +903,4 @@ if njit is not None:
     _resolve = _jit(_resolve_py, nogil=True)
 else:  # pragma: no cover
     _compact, _fill, _resolve = _compact_py, _fill_py, _resolve_py
+    _first_round = _first_round_py

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netsim.flow.maxmin import Incidence, Slowest, link_load, maxmin_rates
+from netsim.flow.maxmin import Incidence, Slowest, link_load, maxmin_first_round, maxmin_rates
 from netsim.flow.pfc import pfc_rates
 
 MODELS = ("maxmin", "dcqcn", "pfc")
@@ -80,6 +80,16 @@ class SharingModel:
         """Whether ``rates`` honours a stop rule (``maxmin`` only: ``dcqcn`` derates links by
         the whole first allocation, ``pfc`` is another model)."""
         return self.name == "maxmin"
+
+    def settled_rates(self, indptr: np.ndarray, links: np.ndarray, weights: np.ndarray,
+                      capacity_bps: np.ndarray, slowest: Slowest) -> np.ndarray | None:
+        """``rates`` of the CSR paths' incidence with the stop rule ``slowest``, where the
+        rule is settled after the filling's first round, without building the incidence;
+        None otherwise (and for models other than ``maxmin``)."""
+        if not self.stops_early:
+            return None
+        cap = np.asarray(capacity_bps, np.float64) * self.wire_efficiency
+        return maxmin_first_round(indptr, links, weights, cap, slowest)
 
     def rates(self, inc: Incidence, capacity_bps: np.ndarray,
               active: np.ndarray | None = None, slowest: Slowest | None = None

@@ -170,7 +170,7 @@ class FlowCommModel:
         built = self._build(op, groups, sizes)
         mode = self.mode
         if mode == "auto":
-            small = built.whole.num_flows <= self.fluid_max_commodities
+            small = built.num_flows <= self.fluid_max_commodities
             mode = "fluid" if built.lockstep and small else "steady"
         if mode == "steady" and built.phases_per_call > 1:
             mode = "fluid"  # phases run one after the other: one allocation cannot say when
@@ -193,10 +193,14 @@ class FlowCommModel:
         if rate is None:
             self.runs += 1
             rule = self._rule(built, sizes, want)
-            # stopped after a round or few, the allocation costs less than dropping the
-            # dominated links (which changes no rate) would
-            inc = built.inc if rule is None else built.whole
-            rate = self.sharing.rates(inc, built.capacity_bps, slowest=rule)
+            rate = None
+            if rule is not None and built.csr is not None:  # settled at once: no incidence
+                rate = self.sharing.settled_rates(*built.csr, built.capacity_bps, rule)
+            if rate is None:
+                # stopped after a round or few, the allocation costs less than dropping the
+                # dominated links (which changes no rate) would
+                inc = built.inc if rule is None else built.whole
+                rate = self.sharing.rates(inc, built.capacity_bps, slowest=rule)
             if rule is None:  # every rate exact: kept for other sizes of these calls
                 built.rate = rate
         return _call_times(built, sizes, rate)
@@ -292,15 +296,17 @@ class FlowCommModel:
                     ncomm += per_call * len(calls)
                     nphase += len(calls)
         cat = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
+        inc, csr = None, None
         if lockstep:  # a channel's connections may cross one link twice: sum them
             inc = Incidence.from_entries(cat["flow"], cat["link"], cat["weight"],
                                          np.ones(len(cat["link"])), ncomm, self.fabric.num_links)
         else:  # one QP per commodity, entries already in commodity order: no duplicates
             indptr = np.zeros(ncomm + 1, np.int64)
             np.cumsum(np.bincount(cat["flow"], minlength=ncomm), out=indptr[1:])
-            inc = Incidence.from_csr(indptr, cat["link"], self.fabric.num_links, cat["weight"])
+            csr = (indptr, cat["link"], cat["weight"])
         capacity = np.asarray(self.fabric.link_capacity_bps, np.float64)
-        return _Built(whole=inc, prune=self.drop_dominated, capacity_bps=capacity,
+        return _Built(incidence=inc, csr=csr, num_flows=ncomm, prune=self.drop_dominated,
+                      capacity_bps=capacity,
                       bits_per_byte=cat["bits"], com_call=cat["com_call"], phase=cat["phase"],
                       phase_chain=cat["ph_call"].astype(np.int64),
                       phase_latency_ps=cat["ph_lat"].astype(np.int64), num_calls=len(groups),
@@ -405,11 +411,14 @@ _REF_BYTES = 1 << 30  # size the plans of linear ops are built at (bytes per byt
 class _Built:
     """Commodities of one batch; bytes per call byte, so one build serves every size.
 
-    ``whole`` is the incidence with every link; ``inc`` the one the allocations take, without
-    the links whose constraint another link implies when ``prune`` (dropped on first use:
-    a stopped allocation takes ``whole`` and never needs it)."""
+    ``whole`` is the incidence with every link (built on first use from ``csr``, the paths of
+    one-QP commodities, where no ``incidence`` was given: an allocation settled after its
+    first round never needs it); ``inc`` the one full allocations take, without the links
+    whose constraint another link implies when ``prune`` (dropped on first use)."""
 
-    whole: object
+    incidence: object
+    csr: tuple | None
+    num_flows: int
     capacity_bps: np.ndarray
     bits_per_byte: np.ndarray
     com_call: np.ndarray
@@ -424,6 +433,15 @@ class _Built:
     alone_s_per_byte: np.ndarray | None = None
     prune: bool = False
     _pruned: object = None
+
+    @property
+    def whole(self):
+        if self.incidence is None:
+            from netsim.flow.maxmin import Incidence
+
+            indptr, links, weights = self.csr
+            self.incidence = Incidence.from_csr(indptr, links, len(self.capacity_bps), weights)
+        return self.incidence
 
     @property
     def inc(self):

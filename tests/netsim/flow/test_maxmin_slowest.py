@@ -96,3 +96,31 @@ def test_bad_rules_are_refused():
     with pytest.raises(ValueError, match="one per flow"):
         maxmin_rates(inc, cap, slowest=Slowest(**{k: v[:-1] if k != "floor_s" else v
                                                    for k, v in good.items()}))
+
+
+def test_a_rule_settled_after_one_round_needs_no_incidence():
+    """``maxmin_first_round`` on the CSR paths gives, where it answers, the rates of the kernel
+    on their incidence with the same rule, bit for bit (every flow active, no ceiling); on
+    these cases it both answers and declines."""
+    pytest.importorskip("numba")
+    from netsim.flow.maxmin import maxmin_first_round
+
+    answered = []
+    for seed in range(40):
+        rng = np.random.default_rng(3000 + seed)
+        nf, nl = int(rng.integers(1, 400)), int(rng.integers(1, 60))
+        paths = [rng.choice(nl, size=min(int(k), nl), replace=False)
+                 for k in rng.integers(0, 6, nf)]
+        indptr = np.r_[0, np.cumsum([len(p) for p in paths])].astype(np.int64)
+        links = np.concatenate(paths).astype(np.int64)
+        weights = np.ones(len(links)) if seed % 2 else rng.choice([1.0, 0.5, 2.0], len(links))
+        cap = rng.choice([100.0, 200.0, 0.1 * np.pi, 0.0], size=nl)
+        segments = nf if seed % 4 == 1 else int(rng.integers(1, 4))  # one flow per segment
+        rule = _rule(Incidence.from_csr(indptr, links, nl, weights), rng, segments,
+                     seed % 3 == 0)
+        quick = maxmin_first_round(indptr, links, weights, cap, rule)
+        full = maxmin_rates(Incidence.from_csr(indptr, links, nl, weights), cap, slowest=rule)
+        if quick is not None:
+            assert quick.tobytes() == full.tobytes(), seed
+        answered.append(quick is not None)
+    assert any(answered) and not all(answered)
