@@ -107,7 +107,8 @@ def render(doc_path: Path, sets: list[str]) -> None:
 def qp_split(fabric, job, check_qps: int) -> dict[str, float]:
     """CPU of the QP step's flow-engine predicts, made as ``recommend`` makes them (the search's
     2, 4 and 8 QPs on the search seed; the check's ``check_qps`` and 1 QP on the other seeds),
-    on the topology-aware placement: the whole, and the time inside the max-min kernel, inside
+    on the topology-aware placement: the whole, and the time inside the max-min kernel (or its
+    first round alone, where a stop rule is settled there: ``first_round_rates``), inside
     building the batches' commodities, within that routing (``_replicate``), and dropping
     dominated links (inside building up to ee6acf6; since then on first use, by a full
     allocation only)."""
@@ -129,7 +130,8 @@ def qp_split(fabric, job, check_qps: int) -> dict[str, float]:
                 acc[name] += time.process_time() - c
         return run
 
-    wrapped = {(mf, "_kernel"): "kernel", (fc.FlowCommModel, "_construct"): "construct",
+    wrapped = {(mf, "_kernel"): "kernel", (mf, "first_round_rates"): "kernel",
+               (fc.FlowCommModel, "_construct"): "construct",
                (fc, "_replicate"): "routes", (fc, "_drop_dominated"): "dominated"}
     saved = {(obj, attr): getattr(obj, attr) for obj, attr in wrapped}
     ins, held = seeds_of(0)
