@@ -235,3 +235,46 @@ def assemble(
         nics_per_server=nics_per_server,
         wiring=wiring,
     )
+
+
+def kind_mask(fabric, kinds: tuple[str, ...]) -> np.ndarray:
+    """True for the directed links of ``fabric`` whose kind is one of ``kinds``, computed once
+    per fabric and ``kinds`` (kept on the fabric object: read-only). Any object with
+    ``link_kind`` will do (the packet engine's small testbeds too)."""
+    cache = fabric.__dict__.setdefault("_kind_masks", {})
+    key = tuple(kinds)
+    if key not in cache:
+        mask = np.isin(np.asarray(fabric.link_kind).astype(str), key)
+        mask.flags.writeable = False
+        cache[key] = mask
+    return cache[key]
+
+
+def gpu_links(fabric, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per GPU (``fabric.gpus`` order), the id of its ``kind`` link out of it and of its
+    ``kind`` link into it, -1 where it has none; computed once per fabric and kind (kept on the
+    fabric object: read-only)."""
+    cache = fabric.__dict__.setdefault("_gpu_links", {})
+    if kind not in cache:
+        node = np.array([fabric.node_index[g] for g in fabric.gpus], np.int64)
+        mask = kind_mask(fabric, (kind,))
+        pair = tuple(_links_at(node, end, mask) for end in (fabric.link_src, fabric.link_dst))
+        for a in pair:
+            a.flags.writeable = False
+        cache[kind] = pair
+    return cache[kind]
+
+
+def _links_at(node: np.ndarray, end: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Id of the masked link whose ``end`` (tail or head array) is each of ``node``; -1 if
+    none."""
+    out = np.full(len(node), -1, np.int64)
+    ids = np.flatnonzero(mask)
+    if len(ids) == 0:
+        return out
+    order = np.argsort(node)
+    ends = np.asarray(end)[ids]
+    k = np.clip(np.searchsorted(node[order], ends), 0, len(node) - 1)
+    sel = node[order][k] == ends
+    out[order[k[sel]]] = ids[sel]
+    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 import netsim.flow.csr_fast as csr_fast
+from topologies.fabric import gpu_links
 
 
 def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]], compiled: bool = True
@@ -72,32 +73,12 @@ class FabricPaths:
     def __init__(self, fabric, router) -> None:
         self.fabric = fabric
         self.router = router
-        gpu_node = np.array([fabric.node_index[g] for g in fabric.gpus], np.int64)
-        self.gpu_node = gpu_node
         self.gpu_nic = np.asarray(fabric.gpu_nic_index, np.int64)
         g = max(int(fabric.gpus_per_server), 1)
         self.gpu_server = np.arange(len(fabric.gpus), dtype=np.int64) // g
         self.gpu_local = np.arange(len(fabric.gpus), dtype=np.int64) % g
-        kind = np.asarray(fabric.link_kind).astype(str)
-        self.nvlink_up = self._gpu_links(gpu_node, fabric.link_src, kind == "nvlink")
-        self.nvlink_down = self._gpu_links(gpu_node, fabric.link_dst, kind == "nvlink")
-        self.pcie_up = self._gpu_links(gpu_node, fabric.link_src, kind == "pcie")
-        self.pcie_down = self._gpu_links(gpu_node, fabric.link_dst, kind == "pcie")
-
-    @staticmethod
-    def _gpu_links(gpu_node: np.ndarray, end: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """Id of the link of the given kind whose tail (or head) is each GPU; -1 if none."""
-        out = np.full(len(gpu_node), -1, np.int64)
-        ids = np.flatnonzero(mask)
-        if len(ids) == 0:
-            return out
-        order = np.argsort(gpu_node)
-        ends = np.asarray(end)[ids]
-        k = np.clip(np.searchsorted(gpu_node[order], ends), 0, len(gpu_node) - 1)
-        sel = gpu_node[order][k] == ends
-        idx = order[k[sel]]
-        out[idx] = ids[sel]
-        return out
+        self.nvlink_up, self.nvlink_down = gpu_links(fabric, "nvlink")
+        self.pcie_up, self.pcie_down = gpu_links(fabric, "pcie")
 
     def same_server(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return self.gpu_server[a] == self.gpu_server[b]

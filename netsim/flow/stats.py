@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netsim.flow.maxmin import Incidence
+from topologies.fabric import kind_mask
 
 FABRIC_KINDS = ("tor-agg", "agg-core")
 
@@ -81,7 +82,7 @@ def link_report(fabric, inc: Incidence, bytes_per_commodity: np.ndarray, makespa
 
 def fabric_link_mask(fabric) -> np.ndarray:
     """True for the switch-to-switch links, where ECMP chooses."""
-    return np.isin(np.asarray(fabric.link_kind).astype(str), FABRIC_KINDS)
+    return kind_mask(fabric, FABRIC_KINDS)
 
 
 def ecmp_stats(fabric, qp: np.ndarray, link: np.ndarray, per_link: np.ndarray) -> dict:
