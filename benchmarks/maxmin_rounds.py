@@ -87,28 +87,19 @@ def rounds(inc: dict) -> list[dict]:
         out.append({"round": len(out), "live_entries": int(len(e_f)),
                     "frozen_flows": int(hit.sum()), "links_changed": int(changed.sum()),
                     "incremental_entries": int(touched[e_f].sum() + relinks[e_l].sum()),
-                    "rule_settled": int(_settled(inc["rule"], alive, rate, m, tol))})
+                    "rule_settled": int(_settled(inc["rule"], inc["active"] & ~alive, alive, rate,
+                                                  m))})
         sel = hit[e_f]
         residual -= np.bincount(e_l[sel], weights=e_w[sel] * m[e_f[sel]], minlength=nl)
     return out
 
 
-def _settled(rule, alive, rate, level, tol) -> bool:
-    """The stop rule after a round (``netsim.flow.maxmin._settled`` in numpy): no live flow's
-    time at its level, with the margin, above its segment's slowest frozen time."""
-    seg, lat, size, bpb, floor = rule
-    if len(seg) == 0:
-        return False
+def _settled(rule, frozen, alive, rate, level) -> bool:
+    """The stop rule after a round (the numpy loop's test, ``netsim.flow.maxmin._settled``)."""
+    from netsim.flow import maxmin
 
-    def times(r):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return lat + size * np.where(r > 0, bpb / r, np.inf)
-
-    slow = floor.copy()
-    f = np.flatnonzero(~alive & (seg >= 0))
-    np.maximum.at(slow, seg[f], times(rate)[f])
-    g = np.flatnonzero(alive & (seg >= 0))
-    return bool(np.all(times(level)[g] * tol <= slow[seg[g]]))
+    return len(rule[0]) > 0 and maxmin._settled(maxmin.Slowest(*rule), frozen, alive, rate,
+                                                level)
 
 
 def totals(rows: list[dict]) -> str:

@@ -32,7 +32,7 @@ def retain_freed_memory(large: bool = False) -> bool:
     allocation are reused by the next instead of faulted in again (the QP step of
     ``recommend`` at 12,288 GPUs builds incidences of 6 M entries per send round, and spent
     about a third of its CPU in system time). Freed blocks inside the heap then stay with the
-    process; the peak does not grow."""
+    process and are reused."""
     global _level
     want = 2 if large else 1
     if _level >= want:

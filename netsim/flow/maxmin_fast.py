@@ -462,8 +462,6 @@ def _first_round_py(indptr, links, weights, capacity, tol, seg, s_lat, s_size, s
                     frozen = True
                     break
         if frozen:
-            if not np.isfinite(m[f]):
-                m[f] = inf
             _fold(f, m[f], seg, s_lat, s_size, s_bpb, slowest)
         else:
             live[f] = True

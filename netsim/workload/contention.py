@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from netsim.workload.comm import CommBatch, Locality, group_scopes
-from netsim.workload.flowcomm import OPS
+from netsim.workload.flowcomm import OPS, _call_times
 
 
 def _network_part(batch: CommBatch, loc: Locality) -> tuple[np.ndarray, np.ndarray]:
@@ -32,16 +32,8 @@ def _network_part(batch: CommBatch, loc: Locality) -> tuple[np.ndarray, np.ndarr
     return groups[net], sizes[net]
 
 
-def _times(built, rate: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        s_per_byte = np.where(rate > 0, built.bits_per_byte / rate, np.inf)
-    slowest = np.zeros(built.num_calls)
-    np.maximum.at(slowest, built.com_call, s_per_byte)
-    return built.latency_s + sizes * slowest
-
-
 def _slowest_rule(model, parts):
-    """Only each part's slowest call is read (``_times(...).max()``): the stop rule of an
+    """Only each part's slowest call is read (``_call_times(...).max()``): the stop rule of an
     allocation of the parts' commodities in this order, one segment per part (None where the
     model does not stop early)."""
     from netsim.flow.maxmin import Slowest
@@ -80,8 +72,8 @@ def joint_slowdown(model, batches: Sequence[CommBatch], loc: Locality) -> dict[s
     out = {b.kind: 1.0 for b in batches}
     if len(parts) < 2:
         return out
-    alone = {k: _times(bt, model.sharing.rates(
-        bt.inc, bt.capacity_bps, slowest=_slowest_rule(model, [(bt, sz)])), sz).max()
+    alone = {k: _call_times(bt, sz, model.sharing.rates(
+        bt.inc, bt.capacity_bps, slowest=_slowest_rule(model, [(bt, sz)]))).max()
              for k, bt, sz in parts}
     flows, links, weights, counts, offset = [], [], [], [], 0
     for _, bt, _ in parts:
@@ -99,7 +91,7 @@ def joint_slowdown(model, batches: Sequence[CommBatch], loc: Locality) -> dict[s
     model.runs += 1 + len(parts)
     start = 0
     for kind, bt, sz in parts:
-        together = _times(bt, rate[start:start + bt.inc.num_flows], sz).max()
+        together = _call_times(bt, sz, rate[start:start + bt.inc.num_flows]).max()
         start += bt.inc.num_flows
         out[kind] = max(out[kind], float(together / alone[kind])) if alone[kind] > 0 else 1.0
     return out

@@ -45,9 +45,11 @@ it unchanged and cuts the entries of the 12,288-GPU job's send batches from 1.44
 
 Where the caller reads only the slowest call of each segment (``CommBatch.slowest_of``:
 ``predict`` keeps the slowest group of each stage), a steady allocation stops once those are
-settled (``netsim.flow.maxmin.Slowest``): on the 12,288-GPU job's send rounds, after the first
-round of the filling (``benchmarks/maxmin_rounds.py`` counts them). It then takes the incidence with every link, since dropping the
-dominated ones would cost more than the round it saves; the segments' times are the same.
+settled (``netsim.flow.maxmin.Slowest``): on the 12,288-GPU job's send rounds, after the
+first round of the filling (``benchmarks/maxmin_rounds.py`` counts them), which is then
+computed straight from the paths (``maxmin_first_round``). Where it is not settled there, the
+allocation takes the incidence with every link, since dropping the dominated ones would cost
+more than the rounds it saves; the segments' times are the same.
 
 Caching: the plan of one call is built once per distinct (op, size, layout of its members
 over servers) and replicated over the batch by substituting GPUs (exact: the plan depends on
