@@ -4,9 +4,9 @@ Load-mode collectives (``netsim.collectives.load``) route tens of millions of QP
 count, per directed link, how many cross it and with what weight. :meth:`Router.route_many`
 builds a (flows x 6) hop matrix and a CSR array for that, about thirty numpy passes per flow.
 :func:`route_load` returns the same two per-link sums from one compiled pass (numba) that
-walks each flow's route as :meth:`Router._route_fast` does: the CRC-32 of the 5-tuple from
-the per-field tables of :func:`topologies.routing.crc32_tuple`, the switch's ``fmix32`` pick
-at the ToR, agg and core, and the deterministic way down.
+walks each flow's route as :meth:`Router._route_fast` does, with the hash and the wiring
+tables of :mod:`topologies.route_walk` (whose :func:`~topologies.route_walk.route_csr` writes
+the routes out instead of summing them).
 
 Flows come as connections with several source ports each (``sport`` of shape
 (connections, ports)), so the CRC of the addresses is taken once per connection. The sums are
@@ -19,14 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topologies.routing import IPPROTO_UDP, ROCEV2_UDP_DPORT, Router, _crc_field_tables, _positions
-
-try:  # pragma: no cover - exercised where numba is installed
-    from numba import njit
-except ImportError:  # pragma: no cover
-    njit = None
-
-_M32 = 0xFFFFFFFF
+from topologies.route_walk import _fmix, applies, hash_arrays, njit, wiring_arrays
+from topologies.routing import Router, _positions
 
 
 def route_load(router: Router, src_nic, dst_nic, sport, weight,
@@ -60,7 +54,7 @@ def route_load(router: Router, src_nic, dst_nic, sport, weight,
     w = np.broadcast_to(np.asarray(weight, np.float64), a.shape)
     if not a.size:
         return np.zeros(fab.num_links), np.zeros(fab.num_links, np.int64)
-    if compiled and njit is not None and router._reach is None:
+    if compiled and applies(router):
         return _compiled(router, a, b, sp, np.ascontiguousarray(w))
     ip, lk = router.route_many(np.repeat(a, sp.shape[1]), np.repeat(b, sp.shape[1]), sp.ravel())
     nl = fab.num_links
@@ -70,28 +64,11 @@ def route_load(router: Router, src_nic, dst_nic, sport, weight,
 
 
 def _compiled(router, a, b, sp, w):
-    fab, wr = router.fabric, router.fabric.wiring
-    tabs, zero = _crc_field_tables()
-    tail = int(tabs[5][ROCEV2_UDP_DPORT] ^ tabs[6][IPPROTO_UDP] ^ zero)
-    i64 = np.int64
-    out_w, out_n = np.zeros(fab.num_links), np.zeros(fab.num_links, i64)
-    _walk(a.astype(i64), b.astype(i64), np.ascontiguousarray(sp), w,
-          np.asarray(fab.nic_ip, np.uint32), tabs[0], tabs[1], tabs[2], tabs[3], tabs[4], tail,
-          np.asarray(router.switch_seed, np.uint32), wr.nic_tor.astype(i64),
-          wr.nic_up_link.astype(i64), wr.nic_down_link.astype(i64), wr.tor_pod.astype(i64),
-          wr.tor_pos.astype(i64), np.ascontiguousarray(wr.tor_up, i64),
-          np.ascontiguousarray(wr.agg_down, i64), np.ascontiguousarray(wr.agg_up, i64),
-          np.ascontiguousarray(wr.core_down, i64), np.asarray(fab.link_dst, i64),
-          int(wr.tor_base), int(wr.agg_base), int(wr.core_base), out_w, out_n)
+    nl = router.fabric.num_links
+    out_w, out_n = np.zeros(nl), np.zeros(nl, np.int64)
+    _walk(a.astype(np.int64), b.astype(np.int64), np.ascontiguousarray(sp), w,
+          *hash_arrays(router), *wiring_arrays(router), out_w, out_n)
     return out_w, out_n
-
-
-def _fmix(h):
-    h ^= h >> 16
-    h = (h * 0x85EBCA6B) & _M32
-    h ^= h >> 13
-    h = (h * 0xC2B2AE35) & _M32
-    return h ^ (h >> 16)
 
 
 def _add(link, wt, out_w, out_n):
@@ -100,47 +77,38 @@ def _add(link, wt, out_w, out_n):
         out_n[link] += 1
 
 
-def _walk_py(a, b, sp, w, ip, t0, t1, t2, t3, t4, tail, seed, nic_tor, nic_up, nic_down,
-             tor_pod, tor_pos, tor_up, agg_down, agg_up, core_down, link_dst, tor_base,
-             agg_base, core_base, out_w, out_n):
+def _walk_py(a, b, sp, w, src_crc, dst_crc, port_crc, seed, nic_tor, nic_up, nic_down,
+             tor_pod, tor_pos, tor_up, tor_up_agg, agg_up, agg_up_core, core_down,
+             core_down_agg, agg_down, tor_base, agg_base, core_base, out_w, out_n):
     """Every flow's fast-path route (``Router._route_fast``), added to the per-link sums."""
     for i in range(a.size):
         x, y = a[i], b[i]
         if x == y:
             continue
-        sip, dip = np.int64(ip[x]), np.int64(ip[y])
-        c0 = (np.int64(t0[sip >> 16]) ^ np.int64(t1[sip & 0xFFFF]) ^ np.int64(t2[dip >> 16])
-              ^ np.int64(t3[dip & 0xFFFF]) ^ tail)
+        c0 = src_crc[x] ^ dst_crc[y]
         ta, tb, wt = nic_tor[x], nic_tor[y], w[i]
         for j in range(sp.shape[1]):
-            h = c0 ^ np.int64(t4[sp[i, j]])
             _add(nic_up[x], wt, out_w, out_n)
             if ta == tb:
                 _add(nic_down[y], wt, out_w, out_n)
                 continue
-            l1 = tor_up[ta, _fmix(h ^ np.int64(seed[tor_base + ta])) % tor_up.shape[1]]
-            _add(l1, wt, out_w, out_n)
-            agg = link_dst[l1] - agg_base
+            h = c0 ^ np.int64(port_crc[sp[i, j]])
+            c = _fmix(h ^ np.int64(seed[tor_base + ta])) % tor_up.shape[1]
+            _add(tor_up[ta, c], wt, out_w, out_n)
+            agg = tor_up_agg[ta, c]
             if tor_pod[ta] != tor_pod[tb]:
-                l2 = agg_up[agg, _fmix(h ^ np.int64(seed[agg_base + agg])) % agg_up.shape[1]]
-                core = link_dst[l2] - core_base
-                l3 = core_down[core, tor_pod[tb],
-                               _fmix(h ^ np.int64(seed[core_base + core])) % core_down.shape[2]]
-                _add(l2, wt, out_w, out_n)
-                _add(l3, wt, out_w, out_n)
-                agg = link_dst[l3] - agg_base
+                c = _fmix(h ^ np.int64(seed[agg_base + agg])) % agg_up.shape[1]
+                _add(agg_up[agg, c], wt, out_w, out_n)
+                core = agg_up_core[agg, c]
+                c = _fmix(h ^ np.int64(seed[core_base + core])) % core_down.shape[2]
+                _add(core_down[core, tor_pod[tb], c], wt, out_w, out_n)
+                agg = core_down_agg[core, tor_pod[tb], c]
             _add(agg_down[agg, tor_pos[tb]], wt, out_w, out_n)
             _add(nic_down[y], wt, out_w, out_n)
 
 
 if njit is not None:
-    def _jit(fn, **kwargs):
-        """Compiled, with the machine code cached on disk where numba finds a place for it."""
-        try:
-            return njit(cache=True, **kwargs)(fn)
-        except RuntimeError:  # pragma: no cover - no writable cache location
-            return njit(**kwargs)(fn)
+    from topologies.route_walk import _jit
 
-    _fmix = _jit(_fmix, inline="always")
     _add = _jit(_add, inline="always")
     _walk = _jit(_walk_py, nogil=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 import netsim.flow.csr_fast as csr_fast
 from topologies.fabric import gpu_links
+from topologies.route_walk import route_csr
 
 
 def concat_csr(parts: list[tuple[np.ndarray, np.ndarray]], compiled: bool = True
@@ -70,6 +71,11 @@ class FabricPaths:
         Decides the ECMP path of every network flow (and knows the failed links).
     """
 
+    compiled = True
+    """Route network paths in one compiled walk (``topologies.route_walk.route_csr``) where
+    it applies: the same arrays as routing with ``Router.route_many`` and joining the pieces
+    (a choice of speed; tests compare both)."""
+
     def __init__(self, fabric, router) -> None:
         self.fabric = fabric
         self.router = router
@@ -100,17 +106,25 @@ class FabricPaths:
         src = np.asarray(src, np.int64)
         dst = np.asarray(dst, np.int64)
         via = src if via is None else np.asarray(via, np.int64)
+        a, b = self.gpu_nic[via], self.gpu_nic[dst]
+        sport = np.asarray(sport).astype(np.uint16)
+        head, tail = self._head_links(src, via), self.pcie_down[dst]
+        if self.compiled:
+            got = route_csr(self.router, a, b, sport, np.column_stack(head), tail[:, None])
+            if got is not None:
+                return got
+        ip, lk = self.router.route_many(a, b, sport)
+        return concat_csr([*map(_single, head), (np.asarray(ip, np.int64),
+                                                 np.asarray(lk, np.int64)), _single(tail)])
+
+    def _head_links(self, src: np.ndarray, via: np.ndarray) -> list[np.ndarray]:
+        """Per flow, the links before its NIC, in order (-1: none): the PXN hops to the proxy
+        where any flow has one, then PCIe up to the NIC."""
         proxy = via != src
-        parts = []
-        if proxy.any():
-            parts.append(_single(np.where(proxy, self.nvlink_up[src], -1)))
-            parts.append(_single(np.where(proxy, self.nvlink_down[via], -1)))
-        parts.append(_single(self.pcie_up[via]))
-        ip, lk = self.router.route_many(self.gpu_nic[via], self.gpu_nic[dst],
-                                        np.asarray(sport).astype(np.uint16))
-        parts.append((np.asarray(ip, np.int64), np.asarray(lk, np.int64)))
-        parts.append(_single(self.pcie_down[dst]))
-        return concat_csr(parts)
+        if not proxy.any():
+            return [self.pcie_up[via]]
+        return [np.where(proxy, self.nvlink_up[src], -1),
+                np.where(proxy, self.nvlink_down[via], -1), self.pcie_up[via]]
 
     def gpu_paths(self, src: np.ndarray, dst: np.ndarray, sport: np.ndarray,
                   via: np.ndarray | None = None, force_net: np.ndarray | None = None

@@ -51,6 +51,28 @@ def test_paths_of_one_kind_are_the_rows_of_a_mixed_call(rng):
         assert np.array_equal(sub_lk, np.concatenate(want))
 
 
+@pytest.mark.skipif(csr_fast.njit is None, reason="the compiled walk needs numba")
+def test_compiled_network_paths_are_the_joined_pieces(rng):
+    # route_csr's one walk against route_many and concat_csr, with and without PXN proxies
+    fabric = clos3(Clos3Spec(name="paths-8", servers=64, switch_radix=16, nic_speed_gbps=200,
+                             port_speed_gbps=200, tor_downlink_split=1,
+                             servers_per_tor_group=8))
+    gps, n = int(fabric.gpus_per_server), len(fabric.gpus)
+    src = rng.integers(0, n, 3000)
+    dst = (src // gps + 1 + rng.integers(0, n // gps - 1, 3000)) % (n // gps) * gps \
+        + rng.integers(0, gps, 3000)
+    sport = rng.integers(0, 1 << 16, 3000)
+    pxn = np.where(rng.random(3000) < 0.5, src // gps * gps + dst % gps, src)
+    for via in (None, pxn, src):
+        fast = FabricPaths(fabric, Router(fabric, seed=4))
+        plain = FabricPaths(fabric, Router(fabric, seed=4))
+        plain.compiled = False
+        got = fast.network_paths(src, dst, sport, via)
+        ref = plain.network_paths(src, dst, sport, via)
+        assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(got, ref))
+        assert len(got[1]) > 6 * len(src) * 0.5  # most cross the switches
+
+
 @pytest.mark.parametrize("size", [0, 7, 50_000])
 def test_unique_pairs_is_numpys_unique(rng, size):
     flow, link = rng.integers(0, 300, size), rng.integers(0, 90, size)
