@@ -6,6 +6,10 @@ entries per link, take the running sum as each link's first slot, then place the
 input order. That is two passes over the entries instead of a merge sort (numpy's stable sort
 of 64-bit keys), and the permutation is the same one (a stable order by key is unique).
 ``tests/netsim/flow/test_link_order.py`` compares the two. Without numba, numpy's sort runs.
+
+:func:`unique_pairs` orders (flow, link) entries the same way, by link and then by flow, in
+one compiled call, and numbers the distinct pairs as it walks them: ``np.unique`` of the pair
+keys with ``return_inverse`` (``Incidence.from_entries`` sums duplicate entries with it).
 """
 
 from __future__ import annotations
@@ -31,6 +35,46 @@ def stable_order(keys: np.ndarray, num_keys: int, compiled: bool = True) -> np.n
     return _counting(np.ascontiguousarray(keys, np.int64), int(num_keys))
 
 
+def unique_pairs(flow: np.ndarray, link: np.ndarray, num_flows: int, num_links: int
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``np.unique(flow * num_links + link, return_inverse=True)`` for flows in
+    ``0 .. num_flows - 1`` and links in ``0 .. num_links - 1`` (both arrays of int64), the same
+    two arrays; None where the kernel does not apply (no numba, or few entries): the caller
+    sorts with numpy (also for ids out of those ranges)."""
+    if njit is None or flow.size < MIN_ENTRIES:
+        return None
+    if (flow.min() < 0 or link.min() < 0 or flow.max() >= num_flows
+            or link.max() >= num_links):
+        return None
+    return _pairs(np.ascontiguousarray(flow, np.int64), np.ascontiguousarray(link, np.int64),
+                  int(num_flows), int(num_links))
+
+
+def _pairs_py(flow, link, num_flows, num_links):
+    """Counting sorts by link, then (stably) by flow; the distinct keys and each entry's."""
+    by_link = _counting(link, num_links)
+    start = np.zeros(num_flows + 1, np.int64)
+    for f in flow:
+        start[f + 1] += 1
+    for i in range(num_flows):
+        start[i + 1] += start[i]
+    order = np.empty(flow.size, np.int64)
+    for e in by_link:
+        order[start[flow[e]]] = e
+        start[flow[e]] += 1
+    keys = np.empty(flow.size, np.int64)
+    inv = np.empty(flow.size, np.int64)
+    u, prev = -1, -1
+    for e in order:
+        key = flow[e] * num_links + link[e]
+        if key != prev:
+            u += 1
+            keys[u] = key
+            prev = key
+        inv[e] = u
+    return keys[:u + 1].copy(), inv
+
+
 def _counting_py(keys, num_keys):
     start = np.zeros(num_keys + 1, np.int64)
     for k in keys:
@@ -48,5 +92,7 @@ def _counting_py(keys, num_keys):
 if njit is not None:
     try:
         _counting = njit(cache=True, nogil=True)(_counting_py)
+        _pairs = njit(cache=True, nogil=True)(_pairs_py)
     except RuntimeError:  # pragma: no cover - no writable cache location
         _counting = njit(nogil=True)(_counting_py)
+        _pairs = njit(nogil=True)(_pairs_py)

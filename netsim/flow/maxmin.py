@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import scipy.sparse as sp
 
-from netsim.flow.link_order import stable_order
+from netsim.flow.link_order import stable_order, unique_pairs
 from netsim.flow.maxmin_fast import maxmin_rates_fast
 
 _RTOL = 1e-9  # ties within this relative tolerance are the same filling level
@@ -112,12 +112,16 @@ class Incidence:
                              shape=(self.num_links, self.num_flows))
 
 
-def _unique_pairs(flow: np.ndarray, link: np.ndarray, num_flows: int, num_links: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _unique_pairs(flow: np.ndarray, link: np.ndarray, num_flows: int, num_links: int,
+                  compiled: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(flow * num_links + link, return_inverse=True)``, ordered by two stable
-    counting sorts (link, then flow: ``stable_order``) instead of a comparison sort of the keys.
-    Sorted keys and their distinct values do not depend on how they were sorted, so both
-    outputs are numpy's exactly."""
+    counting sorts (link, then flow: ``stable_order``) instead of a comparison sort of the keys,
+    in one compiled call where it applies (``link_order.unique_pairs``). Sorted keys and their
+    distinct values do not depend on how they were sorted, so both outputs are numpy's
+    exactly."""
+    got = unique_pairs(flow, link, num_flows, num_links) if compiled else None
+    if got is not None:
+        return got
     key = flow * num_links + link
     if len(key) == 0:
         return np.unique(key, return_inverse=True)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import netsim.flow.csr_fast as csr_fast
+from netsim.flow.link_order import unique_pairs
 from netsim.flow.maxmin import _unique_pairs
 from netsim.flow.paths import FabricPaths, concat_csr
 from topologies import Clos3Spec, clos3
@@ -74,8 +75,19 @@ def test_compiled_network_paths_are_the_joined_pieces(rng):
 
 
 @pytest.mark.parametrize("size", [0, 7, 50_000])
-def test_unique_pairs_is_numpys_unique(rng, size):
+@pytest.mark.parametrize("compiled", [True, False])
+def test_unique_pairs_is_numpys_unique(rng, size, compiled):
     flow, link = rng.integers(0, 300, size), rng.integers(0, 90, size)
+    key, inv = np.unique(flow * 90 + link, return_inverse=True)
+    got_key, got_inv = _unique_pairs(flow, link, 300, 90, compiled=compiled)
+    assert np.array_equal(got_key, key) and np.array_equal(got_inv, inv.ravel())
+    assert got_key.dtype == key.dtype and got_inv.dtype == np.int64
+
+
+def test_unique_pairs_with_ids_out_of_range_are_numpys(rng):
+    # the kernel declines (its counting sorts need the ranges); numpy's sort answers
+    flow, link = rng.integers(0, 300, 20_000), rng.integers(0, 90, 20_000)
+    assert unique_pairs(flow, link, 299, 90) is None and unique_pairs(flow, link, 300, 89) is None
     key, inv = np.unique(flow * 90 + link, return_inverse=True)
     got_key, got_inv = _unique_pairs(flow, link, 300, 90)
     assert np.array_equal(got_key, key) and np.array_equal(got_inv, inv.ravel())
