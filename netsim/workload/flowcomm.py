@@ -270,8 +270,8 @@ class FlowCommModel:
         _, layout = _layouts(paths.gpu_server[groups])
         ref = np.full(len(groups), float(_REF_BYTES)) if linear else sizes
         comm = _comm_keys(groups)
-        parts: dict[str, list] = {k: [] for k in ("flow", "link", "weight", "bits", "phase",
-                                                   "com_call", "ph_call", "ph_lat")}
+        parts: dict[str, list] = {k: [] for k in ("com", "lens", "link", "weight", "bits",
+                                                   "phase", "com_call", "ph_call", "ph_lat")}
         ncomm, nphase, lockstep, nphases = 0, 0, True, 0
         latency = np.zeros(len(groups))
         for u in np.unique(layout):
@@ -285,11 +285,12 @@ class FlowCommModel:
                     parts["ph_lat"].append(np.full(len(calls), s_to_ps(ph.latency_s + extra)))
                     parts["ph_call"].append(calls)
                     latency[calls] += ph.latency_s + extra
-                    com, link, weight, bits, per_call = _replicate(
+                    com, lens, link, weight, bits, per_call = _replicate(
                         paths, ph, plan.gpus, groups[calls], comm[calls], cfg, self.seed,
                         together=together)
                     lockstep &= bool((ph.group >= 0).all()) or together
-                    parts["flow"].append(ncomm + com)
+                    parts["com"].append(ncomm + com)
+                    parts["lens"].append(lens)
                     parts["link"].append(link)
                     parts["weight"].append(weight)
                     parts["bits"].append(bits * scale / int(size))
@@ -299,13 +300,14 @@ class FlowCommModel:
                     nphase += len(calls)
         cat = {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in parts.items()}
         inc, csr = None, None
+        weight = np.repeat(cat["weight"], cat["lens"])
         if lockstep:  # a channel's connections may cross one link twice: sum them
-            inc = Incidence.from_entries(cat["flow"], cat["link"], cat["weight"],
+            inc = Incidence.from_entries(np.repeat(cat["com"], cat["lens"]), cat["link"], weight,
                                          np.ones(len(cat["link"])), ncomm, self.fabric.num_links)
         else:  # one QP per commodity, entries already in commodity order: no duplicates
             indptr = np.zeros(ncomm + 1, np.int64)
-            np.cumsum(np.bincount(cat["flow"], minlength=ncomm), out=indptr[1:])
-            csr = (indptr, cat["link"], cat["weight"])
+            np.cumsum(_per_commodity(cat["com"], cat["lens"], ncomm), out=indptr[1:])
+            csr = (indptr, cat["link"], weight)
         capacity = np.asarray(self.fabric.link_capacity_bps, np.float64)
         return _Built(incidence=inc, csr=csr, num_flows=ncomm, prune=self.drop_dominated,
                       capacity_bps=capacity,
@@ -470,9 +472,10 @@ def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed, together: bool = Fa
     """Commodities of phase ``ph`` (built for ``rep_gpus``) for every group of ``groups``.
 
     Mirrors ``netsim.collectives.runner._add_phase`` call by call: the same connections, QP
-    numbers (keyed by the communicator), paths, weights and bytes. Returns per entry the
-    commodity (numbered from 0 for this block, call-major) and link, its weight, the bits of
-    every commodity, and the commodities per call.
+    numbers (keyed by the communicator), paths, weights and bytes. Returns per path (a QP of a
+    connection) its commodity (numbered from 0 for this block, call-major) and length, the
+    paths' links one after the other, per path its weight, the bits of every commodity, and
+    the commodities per call.
 
     ``together`` (all-to-all): the call's connections are one lockstep commodity, each
     connection carrying its share of the call's bytes, so that all peers finish together as
@@ -527,8 +530,13 @@ def _replicate(paths, ph, rep_gpus, groups, comm, cfg, seed, together: bool = Fa
         com = np.arange(len(conn))
         weight = np.ones(len(conn))
         bits = (byt[conn] / nq[conn]) * 8 / eff
-    lens = np.diff(indptr)
-    return np.repeat(com, lens), links, np.repeat(weight, lens), bits, ncom
+    return com, np.diff(indptr), links, weight, bits, ncom
+
+
+def _per_commodity(com: np.ndarray, lens: np.ndarray, num: int) -> np.ndarray:
+    """Entries per commodity, given each path's commodity and length (``np.bincount`` of the
+    entries' commodities, without them: paths of one commodity add up)."""
+    return np.bincount(com, weights=lens, minlength=num).astype(np.int64)
 
 
 def _member_columns(paths, rep_gpus, src_t, dst_t, groups, gps):
