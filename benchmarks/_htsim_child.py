@@ -2,8 +2,8 @@
 fabric build and run are all in the CPU time the parent reads from ``os.wait4``).
 
 ``python benchmarks/_htsim_child.py K SIZE_BYTES SETTINGS SEED`` with ``PYTHONPATH`` = the tree
-to measure; SETTINGS is ``matched`` (htsim_roce's model, :func:`matched_config`) or ``default``
-(this engine's defaults with CC none). Prints one JSON line: data packets, events, flows done,
+to measure; SETTINGS is ``matched`` (htsim_roce's model, :func:`matched_config`), ``default``
+(this engine's defaults with CC none) or ``startup`` (no simulation: the cost before it). Prints one JSON line: data packets, events, flows done,
 makespan and mean completion (start to the last ACK at the sender, htsim's "finished at"), the
 build that ran and the file it came from.
 """
@@ -53,9 +53,16 @@ def matched_config() -> PacketConfig:
 
 
 def run(k: int, size_bytes: int, settings: str, seed: int) -> dict:
-    """Build the 400G, 1 us fat-tree of radix *k*, run the permutation, summarise."""
+    """Build the 400G, 1 us fat-tree of radix *k*, run the permutation, summarise. With
+    *settings* ``startup``, stop before simulating: what every run pays first (interpreter,
+    imports, fabric, permutation)."""
     fabric = fat_tree(FatTreeSpec(k=k, link_speed_gbps=400, link_latency_ns=1000))
     flows = permutation(fabric, size_bytes, np.random.default_rng(seed))
+    if settings == "startup":
+        return {"data_pkts": 0, "events": 0, "flows_done": 0, "makespan_us": None,
+                "mean_fct_us": None, "pfc_pauses": None, "pfc_refreshes": None,
+                "build": engine_build(), "engine_file": _engine.__file__,
+                "maxrss_mib": peak_rss_mib()}
     cfg = matched_config() if settings == "matched" else PacketConfig(cc="none", pfc=True)
     res = simulate_packets(fabric, flows, cfg, seed=seed)
     done = [f.completion_ns for f in res.flows if f.completion_ns is not None]

@@ -57,9 +57,10 @@ def summarise(rows: list[dict]) -> list[dict]:
     ref = {s["hosts"]: s for s in out if s["contender"] == REFERENCE}
     for s in out:
         h = ref.get(s["hosts"])
-        s["rate_median"] = s["data_pkts"] / s["cpu_median"]
-        s["ratio_min"] = h["cpu_min"] / s["cpu_min"] if h else None
-        s["ratio_median"] = h["cpu_median"] / s["cpu_median"] if h else None
+        sim = bool(s["data_pkts"])  # not the start-up alone: a rate, and a ratio to htsim's
+        s["rate_median"] = s["data_pkts"] / s["cpu_median"] if sim else None
+        s["ratio_min"] = h["cpu_min"] / s["cpu_min"] if h and sim else None
+        s["ratio_median"] = h["cpu_median"] / s["cpu_median"] if h and sim else None
         s["rss_ratio"] = s["rss_max"] / h["rss_max"] if h else None
     return out
 

@@ -18,6 +18,9 @@ no CC, PFC on), whole process against whole process:
   extension is built in place first when it is not (``setup.py build_ext --inplace``), its
   packages are byte-compiled (``compileall``, as an installed copy is), and each run reports
   the build that ran (compiled or python) and the engine file it loaded.
+* this engine's start-up alone (``engine start-up``: interpreter, imports, fabric and
+  permutation, no simulation), the part of each engine run that does not grow with the
+  traffic; its row has no rate or ratio, only CPU and memory.
 
 CPU = user + system of each whole child from ``os.wait4``; peak RSS = the child's own VmHWM
 (``ru_maxrss`` of a child of this Python process would count the parent's pages);
@@ -72,7 +75,7 @@ __attribute__((destructor)) static void peak_rss(void) {
     fclose(in);
 }
 """
-CONTENDERS = ("htsim -q 1000", "engine matched", "engine default")
+CONTENDERS = ("htsim -q 1000", "engine matched", "engine default", "engine start-up")
 
 
 def k_for_hosts(hosts: int) -> int:
@@ -189,7 +192,7 @@ def one_size(args, hosts: int, shim: Path, work: Path) -> list[dict]:
     for rep in range(args.reps):
         for name in CONTENDERS:
             r = (run_htsim(args.htsim, hosts, matrix, 1000, shim, work) if name.startswith("htsim")
-                 else run_engine(ROOT, k, size, name.split()[1], work))
+                 else run_engine(ROOT, k, size, _SETTINGS[name], work))
             rows.append({"hosts": hosts, "contender": name, "rep": rep, **r})
             _progress(rows[-1])
     q15 = run_htsim(args.htsim, hosts, matrix, 15, shim, work)
@@ -200,10 +203,16 @@ def one_size(args, hosts: int, shim: Path, work: Path) -> list[dict]:
     return rows
 
 
+#: ``_htsim_child.py``'s SETTINGS of each engine contender.
+_SETTINGS = {"engine matched": "matched", "engine default": "default",
+             "engine start-up": "startup"}
+
+
 def _progress(r: dict) -> None:
+    span = "-" if r["makespan_us"] is None else f"{r['makespan_us']:.1f}"
     print(f"  {r['hosts']} hosts, {r['contender']} ({r['build']}): {r['cpu_s']:.2f} CPU s "
           f"(sys {r['sys_s']:.2f}), {r['maxrss_mib']:.0f} MiB, {r['data_pkts']} pkts, "
-          f"makespan {r['makespan_us']:.1f} us, {r['flows_done']} flows, load {r['load1']:.1f}",
+          f"makespan {span} us, {r['flows_done']} flows, load {r['load1']:.1f}",
           file=sys.stderr)
 
 

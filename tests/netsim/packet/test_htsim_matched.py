@@ -57,6 +57,17 @@ def test_performance_md_table_is_the_rendered_csv():
     assert section == report.render(report.summarise(rows), meta)
     # every contender ran every size, all flows finished, and the -q 15 check held
     assert {r["contender"] for r in rows} == {"htsim -q 1000", "htsim -q 15", "engine matched",
-                                              "engine default"}
-    assert all(r["flows_done"] == r["hosts"] for r in rows)
+                                              "engine default", "engine start-up"}
+    sims = [r for r in rows if r["contender"] != "engine start-up"]
+    assert all(r["flows_done"] == r["hosts"] for r in sims)
     assert all(r["q15_same"] in (True, "True") for r in rows if r["contender"] == "htsim -q 15")
+    # the start-up rows carry CPU and memory only: no rate, no ratio to htsim's
+    for s in report.summarise(rows):
+        if s["contender"] == "engine start-up":
+            assert s["rate_median"] is None and s["ratio_min"] is None and s["rss_ratio"] > 0
+
+
+def test_startup_child_stops_before_simulating(child):
+    row = child.run(4, 2_000_000, "startup", 0)
+    assert row["data_pkts"] == row["events"] == row["flows_done"] == 0
+    assert row["makespan_us"] is None and row["maxrss_mib"] > 0
