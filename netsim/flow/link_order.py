@@ -53,11 +53,7 @@ def unique_pairs(flow: np.ndarray, link: np.ndarray, num_flows: int, num_links: 
 def _pairs_py(flow, link, num_flows, num_links):
     """Counting sorts by link, then (stably) by flow; the distinct keys and each entry's."""
     by_link = _counting(link, num_links)
-    start = np.zeros(num_flows + 1, np.int64)
-    for f in flow:
-        start[f + 1] += 1
-    for i in range(num_flows):
-        start[i + 1] += start[i]
+    start = _starts(flow, num_flows)
     order = np.empty(flow.size, np.int64)
     for e in by_link:
         order[start[flow[e]]] = e
@@ -75,12 +71,18 @@ def _pairs_py(flow, link, num_flows, num_links):
     return keys[:u + 1].copy(), inv
 
 
-def _counting_py(keys, num_keys):
+def _starts(keys, num_keys):
+    """Each key's first slot in the order by key (running sum of the entries per key)."""
     start = np.zeros(num_keys + 1, np.int64)
     for k in keys:
         start[k + 1] += 1
     for i in range(num_keys):
         start[i + 1] += start[i]
+    return start
+
+
+def _counting_py(keys, num_keys):
+    start = _starts(keys, num_keys)
     out = np.empty(keys.size, np.int64)
     for i in range(keys.size):
         k = keys[i]
@@ -91,8 +93,10 @@ def _counting_py(keys, num_keys):
 
 if njit is not None:
     try:
+        _starts = njit(cache=True, nogil=True)(_starts)
         _counting = njit(cache=True, nogil=True)(_counting_py)
         _pairs = njit(cache=True, nogil=True)(_pairs_py)
     except RuntimeError:  # pragma: no cover - no writable cache location
+        _starts = njit(nogil=True)(_starts)
         _counting = njit(nogil=True)(_counting_py)
         _pairs = njit(nogil=True)(_pairs_py)
